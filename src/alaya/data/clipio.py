@@ -1,0 +1,291 @@
+"""Reading and writing clip files (``clips/<clip_id>.npz``), see ``contract.py``.
+
+``write_clip`` checks the contract, then writes a deterministic ``.npz`` (sorted keys, fixed
+zip timestamps, fixed deflate level: the same arrays always give the same bytes) atomically
+(temporary ``.<name>.<pid>.tmp`` in the same folder, fsync, ``os.replace``), so a killed writer
+leaves at most a dot-file that readers and validators ignore. ``read_clip`` loads with
+``allow_pickle=False`` and checks keys, dtypes and shapes before returning anything.
+``check_invariants`` holds the semantic checks (finite values, background conventions, unit
+normals, rigid camera poses, ...). Every error names the file and the key.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+import zlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from alaya.data.contract import CLIP_ARRAYS, REQUIRED_KEYS
+
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+DEFLATE_LEVEL = 6
+
+
+class ClipError(ValueError):
+    """A clip file (or in-memory clip) that breaks the contract; names the file and the key."""
+
+    def __init__(self, path: str | os.PathLike[str], key: str | None, message: str) -> None:
+        self.path = str(path)
+        self.key = key
+        where = f"{self.path}: key '{key}'" if key is not None else self.path
+        super().__init__(f"{where}: {message}")
+
+
+def _dtype_ok(arr: np.ndarray, want: str) -> bool:
+    if want == "<U":
+        return arr.dtype.kind == "U"
+    return arr.dtype == np.dtype(want)
+
+
+def check_contract(
+    arrays: Mapping[str, np.ndarray],
+    path: str | os.PathLike[str] = "<memory>",
+    *,
+    require: Iterable[str] = REQUIRED_KEYS,
+) -> dict[str, int]:
+    """Check keys, dtypes and shapes; raise ``ClipError`` naming the first bad key.
+
+    ``require`` lists the keys that must be present (all required keys by default). Unknown keys
+    are rejected. Shape symbols (S, T, H, W, A) are bound from the first array in contract order
+    that names them, then every later array must agree. Returns the bound symbols.
+    """
+    for key in require:
+        if key not in arrays:
+            raise ClipError(path, key, "missing required key")
+    for key in arrays:
+        if key not in CLIP_ARRAYS:
+            raise ClipError(path, key, f"unknown key (allowed: {sorted(CLIP_ARRAYS)})")
+    dims: dict[str, int] = {}
+    origin: dict[str, str] = {}
+    for key, (want_dtype, symbols) in CLIP_ARRAYS.items():
+        if key not in arrays:
+            continue
+        arr = arrays[key]
+        if not isinstance(arr, np.ndarray):
+            raise ClipError(path, key, f"expected a numpy array, got {type(arr).__name__}")
+        if not _dtype_ok(arr, want_dtype):
+            want = "unicode <U" if want_dtype == "<U" else want_dtype
+            raise ClipError(path, key, f"expected dtype {want}, got {arr.dtype}")
+        if arr.ndim != len(symbols):
+            raise ClipError(
+                path, key, f"expected rank {len(symbols)} {symbols}, got shape {arr.shape}"
+            )
+        for axis, (sym, size) in enumerate(zip(symbols, arr.shape)):
+            if sym.isdigit():
+                if size != int(sym):
+                    raise ClipError(path, key, f"axis {axis} must be {sym}, got shape {arr.shape}")
+            elif size <= 0:
+                raise ClipError(path, key, f"{sym} (axis {axis}) must be positive, got {size}")
+            elif sym not in dims:
+                dims[sym], origin[sym] = size, key
+            elif dims[sym] != size:
+                raise ClipError(
+                    path, key, f"{sym}={size} (axis {axis}) disagrees with {sym}={dims[sym]} "
+                    f"from '{origin[sym]}' (shape {arr.shape})",
+                )
+    return dims
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_clip(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> None:
+    """Write one clip as a deterministic, atomically renamed ``.npz``.
+
+    Raises ``ClipError`` (naming the key) if ``arrays`` break the contract; nothing is written
+    then. Only keys/dtypes/shapes are checked here; run ``check_invariants`` for semantics.
+    """
+    path = Path(path)
+    if path.suffix != ".npz":
+        raise ClipError(path, None, "clip files must end in .npz")
+    check_contract(arrays, path)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            with zipfile.ZipFile(f, "w") as zf:
+                for key in sorted(arrays):
+                    buf = io.BytesIO()
+                    np.lib.format.write_array(
+                        buf, np.ascontiguousarray(arrays[key]), allow_pickle=False
+                    )
+                    info = zipfile.ZipInfo(f"{key}.npy", date_time=ZIP_DATE)
+                    info.create_system = 3
+                    info.external_attr = 0o644 << 16
+                    zf.writestr(
+                        info, buf.getvalue(), compress_type=zipfile.ZIP_DEFLATED,
+                        compresslevel=DEFLATE_LEVEL,
+                    )
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+_READ_ERRORS = (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, KeyError)
+
+
+def read_clip(
+    path: str | os.PathLike[str], keys: Iterable[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Load and check a clip; ``keys`` selects a subset (each must exist and is checked).
+
+    Without ``keys`` every array in the file is loaded and all required keys must be present.
+    Raises ``ClipError`` naming the file (and the key, when one is at fault) for unreadable or
+    corrupted files, missing keys, wrong dtypes, ranks or inconsistent shapes.
+    """
+    path = Path(path)
+    wanted = None if keys is None else list(dict.fromkeys(keys))
+    for key in wanted or ():
+        if key not in CLIP_ARRAYS:
+            raise ClipError(path, key, f"unknown key (allowed: {sorted(CLIP_ARRAYS)})")
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ClipError(path, None, "file not found") from None
+    except _READ_ERRORS as e:
+        raise ClipError(path, None, f"not a readable .npz file ({type(e).__name__}: {e})") from e
+    if not isinstance(npz, np.lib.npyio.NpzFile):
+        raise ClipError(path, None, "not an .npz archive (a single .npy array?)")
+    with npz:
+        present = [f for f in npz.files]
+        if wanted is None:
+            for key in present:
+                if key not in CLIP_ARRAYS:
+                    raise ClipError(path, key, "unknown key in file")
+            wanted = [k for k in CLIP_ARRAYS if k in present]
+            require = REQUIRED_KEYS
+        else:
+            require = wanted
+        for key in require:
+            if key not in present:
+                raise ClipError(path, key, "missing required key")
+        out: dict[str, np.ndarray] = {}
+        for key in wanted:
+            try:
+                out[key] = npz[key]
+            except _READ_ERRORS as e:
+                raise ClipError(
+                    path, key, f"cannot read array ({type(e).__name__}: {e})"
+                ) from e
+    check_contract(out, path, require=require)
+    return out
+
+
+def _first_index(bad: np.ndarray) -> str:
+    return str(tuple(int(i) for i in np.argwhere(bad)[0]))
+
+
+def _report(errors: list[str], path: str, key: str, bad: np.ndarray, what: str) -> None:
+    """Append an error if any element of ``bad`` is set, with a count and the first index."""
+    n = int(np.count_nonzero(bad))
+    if n:
+        errors.append(f"{path}: key '{key}': {what} ({n} values, first at {_first_index(bad)})")
+
+
+def _check_pose_and_intrinsics(a: Mapping[str, np.ndarray], path: str, errors: list[str]) -> None:
+    if "world_to_camera" in a and np.isfinite(a["world_to_camera"]).all():
+        m = a["world_to_camera"].astype(np.float64)
+        _report(errors, path, "world_to_camera", np.abs(m[:, 3] - [0, 0, 0, 1]) > 1e-6,
+                "last row must be (0, 0, 0, 1)")
+        R = m[:, :3, :3]
+        err = np.abs(R @ R.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2))
+        _report(errors, path, "world_to_camera", err > 1e-3, "rotation part not orthonormal")
+        _report(errors, path, "world_to_camera", np.linalg.det(R) <= 0,
+                "rotation part is a reflection (det <= 0)")
+    if "K" in a and np.isfinite(a["K"]).all():
+        K = a["K"].astype(np.float64)
+        if not np.array_equal(K[2], [0.0, 0.0, 1.0]):
+            errors.append(f"{path}: key 'K': last row must be (0, 0, 1), got {K[2].tolist()}")
+        if not (K[0, 0] > 0 and K[1, 1] > 0):
+            errors.append(f"{path}: key 'K': fx, fy must be > 0, got {K[0, 0]}, {K[1, 1]}")
+        size = next((a[k].shape[-2:] for k in ("depth", "mask", "material") if k in a), None)
+        if size is not None:
+            H, W = size
+            if not (0 <= K[0, 2] <= W and 0 <= K[1, 2] <= H):
+                errors.append(f"{path}: key 'K': principal point ({K[0, 2]}, {K[1, 2]}) "
+                              f"outside the {W}x{H} image")
+
+
+def check_invariants(
+    arrays: Mapping[str, np.ndarray],
+    *,
+    num_materials: int | None = None,
+    path: str | os.PathLike[str] = "<memory>",
+) -> list[str]:
+    """Semantic checks on a contract-valid clip (or any subset of its keys).
+
+    Returns error strings, each naming ``path`` and the key: non-finite floats; mask not 0/1;
+    background conventions (depth, normal, albedo, roughness, metallic, material, instance are 0
+    where mask == 0); depth > 0, unit normals (tolerance 1e-2) and material > 0 where
+    mask == 1; material <= num_materials; motion zero at t = 0 and |motion| < 4 * max(H, W);
+    rigid world_to_camera; sane K; one rgb stack per unique style.
+    """
+    p = str(path)
+    a = arrays
+    errors: list[str] = []
+    for key in ("depth", "normal", "motion", "K", "world_to_camera", "actions"):
+        if key in a:
+            _report(errors, p, key, ~np.isfinite(a[key]), "NaN or inf")
+    mask = a.get("mask")
+    if mask is not None:
+        _report(errors, p, "mask", mask > 1, "values other than 0 and 1")
+        fg, bg = mask == 1, mask == 0
+        if "depth" in a:
+            d = a["depth"]
+            _report(errors, p, "depth", fg & ~(d > 0), "depth must be > 0 where mask == 1")
+            _report(errors, p, "depth", bg & (d != 0), "depth must be 0 where mask == 0")
+        if "normal" in a:
+            n = a["normal"].astype(np.float32)
+            length = np.linalg.norm(n, axis=-1)
+            _report(errors, p, "normal", fg & ~(np.abs(length - 1) < 1e-2),
+                    "normals must be unit length where mask == 1")
+            _report(errors, p, "normal", bg & (length != 0), "normals must be 0 where mask == 0")
+        if "albedo" in a:
+            _report(errors, p, "albedo", bg & a["albedo"].any(axis=-1),
+                    "albedo must be 0 where mask == 0")
+        for key in ("roughness", "metallic", "instance"):
+            if key in a:
+                _report(errors, p, key, bg & (a[key] != 0), f"{key} must be 0 where mask == 0")
+        if "material" in a:
+            _report(errors, p, "material", bg & (a["material"] != 0),
+                    "material must be 0 where mask == 0")
+            _report(errors, p, "material", fg & (a["material"] == 0),
+                    "material must be > 0 where mask == 1")
+    if "material" in a and num_materials is not None:
+        _report(errors, p, "material", a["material"] > num_materials,
+                f"material id beyond the library of {num_materials} materials")
+    if "motion" in a:
+        m = a["motion"].astype(np.float32)
+        _report(errors, p, "motion", m[0] != 0, "motion at t = 0 must be exactly 0")
+        bound = 4 * max(m.shape[1], m.shape[2])
+        _report(errors, p, "motion", np.isfinite(m) & (np.abs(m) >= bound),
+                f"|motion| must be < {bound} pixels")
+    _check_pose_and_intrinsics(a, p, errors)
+    if "styles" in a:
+        styles = [str(s) for s in a["styles"]]
+        if len(set(styles)) != len(styles):
+            errors.append(f"{p}: key 'styles': style names must be unique, got {styles}")
+        if any(not s for s in styles):
+            errors.append(f"{p}: key 'styles': empty style name")
+        if "rgb" in a and a["rgb"].shape[0] != len(styles):
+            errors.append(f"{p}: key 'rgb': {a['rgb'].shape[0]} style stacks "
+                          f"but {len(styles)} styles")
+    return errors

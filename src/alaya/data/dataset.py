@@ -1,0 +1,282 @@
+"""A dataset folder: ``dataset.json`` plus ``clips/<clip_id>.npz`` (see DESIGN.md).
+
+``DatasetMeta`` mirrors ``dataset.json``; ``read_meta`` validates it field by field (errors name
+``dataset.json`` and the field), ``write_meta`` writes it atomically with sorted keys.
+``split_for_seed`` assigns a scene seed to train/val/test by hash, independent of how many
+clips exist. ``ClipDataset`` lists and loads clips.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from alaya.data.clipio import read_clip
+from alaya.data.contract import SCHEMA_VERSION
+
+META_FILE = "dataset.json"
+CLIPS_DIR = "clips"
+SPLITS = ("train", "val", "test")
+CLIP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class MetaError(ValueError):
+    """An invalid ``dataset.json``; the message names the file and the field."""
+
+    def __init__(self, field: str, message: str, path: str = META_FILE) -> None:
+        self.field = field
+        self.path = path
+        super().__init__(f"{path}: field '{field}': {message}")
+
+
+@dataclass
+class DatasetMeta:
+    """Everything ``dataset.json`` holds.
+
+    styles: style name -> {"description": str, "phrasings": [str, ...] (>= 3)}.
+    materials: [{"id": 1-based int, "name", "albedo": sRGB [r, g, b] in 0..1, "roughness",
+    "metallic", "emission": [r, g, b], ...extra keys allowed}], ids exactly 1..len.
+    splits: "train"/"val"/"test" -> clip ids. clips: clip id -> {"seed", "split", "rig", ...}.
+    actions: names of the ``actions`` columns, or None when clips carry no actions.
+    """
+
+    schema_version: int
+    name: str
+    height: int
+    width: int
+    fps: float
+    frames: int
+    styles: dict[str, dict]
+    materials: list[dict]
+    splits: dict[str, list[str]]
+    clips: dict[str, dict]
+    actions: list[str] | None
+    generator: dict
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (deep copy)."""
+        return json.loads(json.dumps(asdict(self)))
+
+    @classmethod
+    def from_dict(cls, data: Any, path: str = META_FILE) -> DatasetMeta:
+        """Validate ``data`` (parsed JSON) and build the meta; raises ``MetaError``."""
+        if not isinstance(data, dict):
+            raise MetaError("<root>", "expected a JSON object", path)
+        names = [f.name for f in fields(cls)]
+        for key in data:
+            if key not in names:
+                raise MetaError(key, "unknown field", path)
+        for key in names:
+            if key not in data:
+                raise MetaError(key, "missing", path)
+        meta = cls(**{k: data[k] for k in names})
+        _validate(meta, path)
+        return meta
+
+    def to_json(self) -> str:
+        """The canonical ``dataset.json`` text: sorted keys, indent 2, trailing newline."""
+        return json.dumps(self.to_dict(), sort_keys=True, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, path: str = META_FILE) -> DatasetMeta:
+        """Parse and validate ``dataset.json`` text."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise MetaError("<root>", f"invalid JSON: {e}", path) from e
+        return cls.from_dict(data, path)
+
+
+def _need(cond: bool, field: str, message: str, path: str) -> None:
+    if not cond:
+        raise MetaError(field, message, path)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x)
+
+
+def _is_rgb(x: Any, lo: float, hi: float) -> bool:
+    return isinstance(x, list) and len(x) == 3 and all(_is_num(c) and lo <= c <= hi for c in x)
+
+
+def _validate_styles(styles: Any, path: str) -> None:
+    _need(isinstance(styles, dict) and len(styles) > 0, "styles", "expected a non-empty object",
+          path)
+    for name, style in styles.items():
+        f = f"styles.{name}"
+        _need(bool(name), f, "empty style name", path)
+        _need(isinstance(style, dict), f, "expected an object", path)
+        _need(isinstance(style.get("description"), str), f"{f}.description", "expected a string",
+              path)
+        ph = style.get("phrasings")
+        _need(isinstance(ph, list) and all(isinstance(s, str) and s for s in ph),
+              f"{f}.phrasings", "expected a list of non-empty strings", path)
+        _need(len(ph) >= 3, f"{f}.phrasings", f"expected at least 3 phrasings, got {len(ph)}",
+              path)
+
+
+def _validate_materials(materials: Any, path: str) -> None:
+    _need(isinstance(materials, list), "materials", "expected a list", path)
+    for i, m in enumerate(materials):
+        f = f"materials[{i}]"
+        _need(isinstance(m, dict), f, "expected an object", path)
+        _need(m.get("id") == i + 1 and _is_int(m.get("id")), f"{f}.id",
+              f"ids must be 1, 2, ... in order; expected {i + 1}, got {m.get('id')!r}", path)
+        _need(isinstance(m.get("name"), str) and m["name"] != "", f"{f}.name",
+              "expected a non-empty string", path)
+        _need(_is_rgb(m.get("albedo"), 0.0, 1.0), f"{f}.albedo", "expected [r, g, b] in 0..1",
+              path)
+        for key in ("roughness", "metallic"):
+            _need(_is_num(m.get(key)) and 0 <= m[key] <= 1, f"{f}.{key}", "expected 0..1", path)
+        _need(_is_rgb(m.get("emission"), 0.0, float("inf")), f"{f}.emission",
+              "expected [r, g, b] >= 0", path)
+
+
+def _validate_clips(meta: DatasetMeta, path: str) -> None:
+    _need(isinstance(meta.clips, dict), "clips", "expected an object", path)
+    _need(isinstance(meta.splits, dict) and sorted(meta.splits) == sorted(SPLITS), "splits",
+          f"expected exactly the keys {list(SPLITS)}", path)
+    seen: dict[str, str] = {}
+    for split, ids in meta.splits.items():
+        _need(isinstance(ids, list), f"splits.{split}", "expected a list of clip ids", path)
+        for cid in ids:
+            _need(isinstance(cid, str) and cid in meta.clips, f"splits.{split}",
+                  f"clip {cid!r} is not in 'clips'", path)
+            _need(cid not in seen, f"splits.{split}", f"clip {cid!r} is also in '{seen.get(cid)}'",
+                  path)
+            seen[cid] = split
+    for cid, info in meta.clips.items():
+        f = f"clips.{cid}"
+        _need(bool(CLIP_ID_RE.match(cid)), f, "clip ids must match [A-Za-z0-9][A-Za-z0-9_.-]*",
+              path)
+        _need(isinstance(info, dict), f, "expected an object", path)
+        _need(_is_int(info.get("seed")), f"{f}.seed", "expected an integer", path)
+        _need(isinstance(info.get("rig"), str), f"{f}.rig", "expected a string", path)
+        _need(info.get("split") in SPLITS, f"{f}.split", f"expected one of {list(SPLITS)}", path)
+        _need(seen.get(cid) == info["split"], f"{f}.split",
+              f"says {info['split']!r} but splits list it under {seen.get(cid)!r}", path)
+
+
+def _validate(meta: DatasetMeta, path: str) -> None:
+    _need(meta.schema_version == SCHEMA_VERSION, "schema_version",
+          f"expected {SCHEMA_VERSION}, got {meta.schema_version!r}", path)
+    _need(isinstance(meta.name, str) and meta.name != "", "name", "expected a non-empty string",
+          path)
+    for key in ("height", "width", "frames"):
+        value = getattr(meta, key)
+        _need(_is_int(value) and value > 0, key, f"expected a positive integer, got {value!r}",
+              path)
+    _need(_is_num(meta.fps) and meta.fps > 0, "fps", f"expected a positive number, got "
+          f"{meta.fps!r}", path)
+    _validate_styles(meta.styles, path)
+    _validate_materials(meta.materials, path)
+    _validate_clips(meta, path)
+    _need(meta.actions is None or (isinstance(meta.actions, list)
+                                   and all(isinstance(a, str) for a in meta.actions)
+                                   and len(meta.actions) > 0),
+          "actions", "expected null or a non-empty list of column names", path)
+    _need(isinstance(meta.generator, dict), "generator", "expected an object", path)
+
+
+def write_meta(root: str | os.PathLike[str], meta: DatasetMeta) -> Path:
+    """Validate and write ``root/dataset.json`` atomically; returns its path."""
+    root = Path(root)
+    _validate(meta, str(root / META_FILE))
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / META_FILE
+    tmp = root / f".{META_FILE}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(meta.to_json())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_meta(root: str | os.PathLike[str]) -> DatasetMeta:
+    """Read and validate ``root/dataset.json``; raises ``MetaError`` naming the field."""
+    path = Path(root) / META_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise MetaError("<root>", f"cannot read ({e.strerror or e})", str(path)) from e
+    return DatasetMeta.from_json(text, str(path))
+
+
+def split_for_seed(seed: int, fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> str:
+    """'train', 'val' or 'test' for a scene seed, by a blake2b hash of the seed.
+
+    The same seed always lands in the same split, whatever else is in the dataset.
+    """
+    if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-6:
+        raise ValueError(f"fractions must be 3 non-negative numbers summing to 1, got {fractions}")
+    digest = hashlib.blake2b(f"alaya-split:{int(seed)}".encode(), digest_size=8).digest()
+    x = int.from_bytes(digest, "little") / 2.0**64  # uniform in [0, 1)
+    if x < fractions[0]:
+        return "train"
+    if x < fractions[0] + fractions[1]:
+        return "val"
+    return "test" if fractions[2] > 0 else ("val" if fractions[1] > 0 else "train")
+
+
+class ClipDataset:
+    """A dataset folder opened for reading: ids, paths and validated clip loads.
+
+    Iterating yields clip ids (sorted); ``items`` yields (clip id, arrays).
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.meta = read_meta(self.root)
+
+    def ids(self, split: str | None = None) -> list[str]:
+        """Clip ids of one split (in the order dataset.json lists them) or all (sorted)."""
+        if split is None:
+            return sorted(self.meta.clips)
+        if split not in self.meta.splits:
+            raise KeyError(f"unknown split {split!r}; expected one of {list(SPLITS)}")
+        return list(self.meta.splits[split])
+
+    def path(self, clip_id: str) -> Path:
+        """Path of a clip listed in dataset.json."""
+        if clip_id not in self.meta.clips:
+            raise KeyError(f"{self.root / META_FILE}: no clip {clip_id!r}")
+        return self.root / CLIPS_DIR / f"{clip_id}.npz"
+
+    def load(self, clip_id: str, keys: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+        """Read one clip (all keys, or just ``keys``) with ``read_clip``'s checks."""
+        return read_clip(self.path(clip_id), keys)
+
+    def items(
+        self, split: str | None = None, keys: Iterable[str] | None = None
+    ) -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+        """Yield (clip id, arrays) for every clip of ``split`` (all clips if None)."""
+        keys = None if keys is None else list(keys)
+        for cid in self.ids(split):
+            yield cid, self.load(cid, keys)
+
+    def __len__(self) -> int:
+        return len(self.meta.clips)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids())
+
+    def __contains__(self, clip_id: object) -> bool:
+        return clip_id in self.meta.clips

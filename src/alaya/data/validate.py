@@ -1,0 +1,85 @@
+"""Whole-dataset validation: meta, file listing, every clip's contract, invariants and
+consistency with ``dataset.json``. Temporary files (names starting with '.') are ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from alaya.data.clipio import ClipError, check_invariants, read_clip
+from alaya.data.dataset import CLIPS_DIR, META_FILE, DatasetMeta, MetaError, read_meta
+
+
+def check_against_meta(
+    arrays: Mapping[str, np.ndarray], meta: DatasetMeta, path: str | os.PathLike[str]
+) -> list[str]:
+    """Errors where a clip disagrees with dataset.json (size, frames, styles, actions)."""
+    p = str(path)
+    errors: list[str] = []
+    if "depth" in arrays:
+        T, H, W = arrays["depth"].shape
+        if (H, W) != (meta.height, meta.width):
+            errors.append(f"{p}: key 'depth': {H}x{W} (HxW) but {META_FILE} says "
+                          f"{meta.height}x{meta.width}")
+        if T != meta.frames:
+            errors.append(f"{p}: key 'depth': {T} frames but {META_FILE} says {meta.frames}")
+    if "styles" in arrays:
+        unknown = sorted(set(str(s) for s in arrays["styles"]) - set(meta.styles))
+        if unknown:
+            errors.append(f"{p}: key 'styles': {unknown} not among the styles of {META_FILE}")
+    if "actions" in arrays:
+        A = arrays["actions"].shape[1]
+        if meta.actions is None:
+            errors.append(f"{p}: key 'actions': clip has actions but {META_FILE} has "
+                          "'actions': null")
+        elif A != len(meta.actions):
+            errors.append(f"{p}: key 'actions': {A} columns but {META_FILE} names "
+                          f"{len(meta.actions)}")
+    elif meta.actions is not None:
+        errors.append(f"{p}: key 'actions': missing, but {META_FILE} declares action columns")
+    return errors
+
+
+def validate_dataset(root: str | os.PathLike[str], *, progress: bool = True) -> list[str]:
+    """Check a dataset folder end to end; returns every error found ([] when valid).
+
+    Each error names the file (and the key or field). Reads every clip completely.
+    """
+    root = Path(root)
+    try:
+        meta = read_meta(root)
+    except MetaError as e:
+        return [str(e)]
+    clips_dir = root / CLIPS_DIR
+    if not clips_dir.is_dir():
+        return [f"{clips_dir}: folder missing"]
+    errors: list[str] = []
+    on_disk: set[str] = set()
+    for entry in sorted(clips_dir.iterdir()):
+        if entry.name.startswith("."):
+            continue  # temporary files of writers in progress or killed
+        if entry.suffix != ".npz" or not entry.is_file():
+            errors.append(f"{entry}: unexpected entry in {CLIPS_DIR}/ (only <clip_id>.npz)")
+            continue
+        on_disk.add(entry.stem)
+    for cid in sorted(on_disk - set(meta.clips)):
+        errors.append(f"{clips_dir / (cid + '.npz')}: not listed in {META_FILE}")
+    listed = sorted(meta.clips)
+    for cid in tqdm(listed, desc="validate", unit="clip", disable=not progress):
+        path = clips_dir / f"{cid}.npz"
+        if cid not in on_disk:
+            errors.append(f"{path}: listed in {META_FILE} but missing")
+            continue
+        try:
+            arrays = read_clip(path)
+        except ClipError as e:
+            errors.append(str(e))
+            continue
+        errors += check_invariants(arrays, num_materials=len(meta.materials), path=path)
+        errors += check_against_meta(arrays, meta, path)
+    return errors
