@@ -38,7 +38,7 @@ class OrbitRig:
 
     def __init__(self, rng: np.random.Generator, arena: float):
         self.centre = np.array([*rng.uniform(-arena / 3, arena / 3, 2), rng.uniform(0.0, 0.8)])
-        self.radius = rng.uniform(4.0, arena + 1.0)
+        self.radius = rng.uniform(3.5, arena - 1.0)
         self.height = rng.uniform(1.5, 5.0)
         self.speed = rng.choice([-1, 1]) * rng.uniform(0.15, 0.45)   # rad / s
         self.phase = rng.uniform(0, 2 * np.pi)

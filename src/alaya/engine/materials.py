@@ -21,7 +21,8 @@ class Material:
     pattern_scale: float = 1.0
 
     def to_dict(self, material_id: int) -> dict:
-        return {"id": material_id, **asdict(self)}
+        d = {"id": material_id, **asdict(self)}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
 
 MATERIALS: tuple[Material, ...] = (

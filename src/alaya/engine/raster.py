@@ -159,7 +159,9 @@ class GBufferRasterizer:
                                    fragment_shader=load_glsl("gbuffer.frag"))
         self.mesh = scene_mesh(scene)
         self.vbo = ctx.buffer(self.mesh.vertices.tobytes())
-        self.ibo = ctx.buffer(reserve=sum(i.nbytes for i in self.mesh.chunk_indices))
+        all_indices = np.concatenate(self.mesh.chunk_indices)
+        self.ibo = ctx.buffer(reserve=all_indices.nbytes)          # visible chunks, per frame
+        self.ibo_all = ctx.buffer(all_indices.tobytes())            # everything (shadow maps)
         self.vao = ctx.vertex_array(self.program, [(self.vbo, "3f 3f 3f", "in_position",
                                                     "in_normal", "in_ids")], self.ibo, 4)
         self.n_geoms = len(scene.geoms)
@@ -194,6 +196,7 @@ class GBufferRasterizer:
         self.fbo = ctx.framebuffer(color_attachments=self.targets, depth_attachment=self.depth_buffer)
         self._prev: tuple[np.ndarray, np.ndarray] | None = None
         self.visible_chunks = 0
+        self.frame_id = 0          # increments at every draw; renderers cache per-frame work
         fx, fy, cx, cy = (float(x) for x in (self.K[0, 0], self.K[1, 1], self.K[0, 2], self.K[1, 2]))
         # side planes of the frustum through the camera centre (u in [0, W], v in [0, H]),
         # inward unit normals in camera space (the camera looks down -z)
@@ -232,6 +235,7 @@ class GBufferRasterizer:
         self.sky_vao.render(moderngl.TRIANGLES, vertices=3)
         self.ctx.front_face = "ccw"
         self._first = first
+        self.frame_id += 1
         self._prev = (np.asarray(geom_matrices, np.float32).copy(),
                       np.asarray(world_to_camera, np.float64).copy())
 
@@ -283,7 +287,7 @@ class GBufferRasterizer:
         return self.read()
 
     def release(self) -> None:
-        for obj in (self.fbo, self.depth_buffer, *self.targets, self.matrices, self.noise, self.vao, self.vbo, self.ibo,
+        for obj in (self.fbo, self.depth_buffer, *self.targets, self.matrices, self.noise, self.vao, self.vbo, self.ibo, self.ibo_all,
                     self.sky_vao, self.sky_program,
                     self.program):
             obj.release()

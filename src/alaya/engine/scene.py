@@ -22,7 +22,7 @@ class SceneConfig:
     arena: float = 8.0               # half-size of the playable square, metres
     terrain_amplitude: float = 0.5   # peak height of terrain bumps, metres (0 = flat)
     hfield_resolution: int = 21      # height-field grid points per side
-    walls: tuple[int, int] = (2, 5)
+    walls: tuple[int, int] = (1, 3)  # free-standing walls (the border is always walled)
     ramps: tuple[int, int] = (1, 3)
     dynamic_objects: tuple[int, int] = (8, 16)
     composite_props: tuple[int, int] = (2, 4)
@@ -134,16 +134,22 @@ def generate_scene(seed: int, config: SceneConfig | None = None) -> Scene:
         j = int(np.clip(round((x + A + 2) / (2 * (A + 2)) * (n - 1)), 0, n - 1))
         return float(heights[i, j])
 
-    # Walls around parts of the border and a few free-standing ones.
+    # The border: four walls of random height and material close the arena.
+    for k, (x, y, yaw) in enumerate([(0, A, 0), (0, -A, 0), (A, 0, 90), (-A, 0, 90)]):
+        height = rng.uniform(0.8, 2.5)
+        base = min(ground_height(x + dx, y + dy) for dx, dy in
+                   ((0, 0), (A * (yaw == 0), A * (yaw != 0)), (-A * (yaw == 0), -A * (yaw != 0))))
+        top = max(ground_height(x + dx, y + dy) for dx, dy in
+                  ((0, 0), (A * (yaw == 0), A * (yaw != 0)), (-A * (yaw == 0), -A * (yaw != 0))))
+        z0, z1 = base - 0.3, top + height
+        b.static_xml.append(b.geom("box", (A + 0.25, 0.25, (z1 - z0) / 2), str(rng.choice(WALL_MATERIALS)),
+                                   b.instance(f"border wall {k}"), pos=(x, y, (z0 + z1) / 2),
+                                   euler=(0, 0, yaw)))
+    # Free-standing walls inside.
     for k in range(rng.integers(*cfg.walls, endpoint=True)):
         mat = str(rng.choice(WALL_MATERIALS))
-        length, height, thick = rng.uniform(3, 2 * A), rng.uniform(1.0, 3.0), rng.uniform(0.2, 0.5)
-        if k < 2:   # border walls
-            side = rng.integers(4)
-            along = rng.uniform(-A + length / 2, A - length / 2) if length < 2 * A else 0.0
-            x, y, yaw = [(along, A, 0), (along, -A, 0), (A, along, 90), (-A, along, 90)][side]
-        else:
-            x, y, yaw = rng.uniform(-A + 2, A - 2), rng.uniform(-A + 2, A - 2), rng.uniform(0, 180)
+        length, height, thick = rng.uniform(2, A), rng.uniform(1.0, 3.0), rng.uniform(0.2, 0.5)
+        x, y, yaw = rng.uniform(-A + 2, A - 2), rng.uniform(-A + 2, A - 2), rng.uniform(0, 180)
         z = ground_height(x, y) + height / 2 - 0.3
         b.static_xml.append(b.geom("box", (length / 2, thick / 2, height / 2 + 0.3), mat,
                                    b.instance(f"wall {k}"), pos=(x, y, z), euler=(0, 0, yaw)))

@@ -48,15 +48,18 @@ class Style:
 
     def to_json(self) -> dict:
         d = asdict(self)
+        params = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()
+                  if k not in ("name", "extra", "description", "phrasings")}
         return {"description": d.pop("description"), "phrasings": list(d.pop("phrasings")),
-                "parameters": {k: v for k, v in d.items() if k not in ("name", "extra")}}
+                "parameters": params}
 
 
 STYLES: dict[str, Style] = {s.name: s for s in (
     Style("clear_noon", "bright midday sun, blue sky, crisp shadows",
           ("a clear sunny noon", "bright midday sunlight under a blue sky",
            "a sunny day with crisp shadows", "high noon, clear weather"),
-          sun_elevation=62, sun_azimuth=35, sun_intensity=3.2, fog_density=0.006),
+          sun_elevation=62, sun_azimuth=35, sun_intensity=2.0, ambient_intensity=0.55,
+          fog_density=0.006, exposure=0.9, saturation=1.1),
     Style("golden_sunset", "low warm sun, long shadows, orange sky",
           ("a golden sunset", "warm evening light at sunset",
            "the golden hour with long shadows", "sunset glow over the scene"),
@@ -77,12 +80,12 @@ STYLES: dict[str, Style] = {s.name: s for s in (
     Style("neon_night", "dark city night, glowing neon, magenta and cyan light, wet floors",
           ("a neon-lit night", "cyberpunk neon lights in the dark",
            "glowing neon colours at night", "a synthwave night with magenta and cyan light"),
-          sun_elevation=25, sun_azimuth=300, sun_color=(1.0, 0.2, 0.8), sun_intensity=1.2,
-          fill_color=(0.1, 0.9, 1.0), fill_direction=(15, 120),
-          sky_zenith=(0.02, 0.0, 0.06), sky_horizon=(0.35, 0.05, 0.35),
-          ground_ambient=(0.05, 0.02, 0.08), ambient_intensity=0.5,
-          fog_color=(0.25, 0.05, 0.30), fog_density=0.03, emissive_gain=3.0,
-          bloom_strength=0.9, bloom_threshold=0.5, exposure=1.3, saturation=1.4,
+          sun_elevation=25, sun_azimuth=300, sun_color=(1.0, 0.2, 0.8), sun_intensity=0.6,
+          fill_color=(0.05, 0.45, 0.55), fill_direction=(15, 120),
+          sky_zenith=(0.005, 0.0, 0.02), sky_horizon=(0.10, 0.01, 0.12),
+          ground_ambient=(0.02, 0.01, 0.04), ambient_intensity=0.35,
+          fog_color=(0.08, 0.01, 0.10), fog_density=0.03, emissive_gain=3.0,
+          bloom_strength=1.0, bloom_threshold=0.5, exposure=1.2, saturation=1.3,
           roughness_scale=0.35, shadow_softness=2.0),
     Style("foggy_morning", "soft pale light in thick morning fog",
           ("a foggy morning", "thick mist in the early morning",
@@ -90,7 +93,7 @@ STYLES: dict[str, Style] = {s.name: s for s in (
           sun_elevation=18, sun_azimuth=80, sun_color=(1.0, 0.92, 0.80), sun_intensity=1.4,
           sky_zenith=(0.62, 0.66, 0.70), sky_horizon=(0.80, 0.82, 0.84),
           ground_ambient=(0.45, 0.45, 0.45), ambient_intensity=1.0,
-          fog_color=(0.78, 0.80, 0.82), fog_density=0.14, fog_height_falloff=0.25,
+          fog_color=(0.78, 0.80, 0.82), fog_density=0.09, fog_height_falloff=0.3,
           saturation=0.55, contrast=0.8, shadow_softness=3.0, shadow_strength=0.5,
           bloom_strength=0.1),
     Style("snowy_winter", "snow-covered ground and objects, cold bright overcast light",
@@ -98,8 +101,9 @@ STYLES: dict[str, Style] = {s.name: s for s in (
            "a cold winter scene with snow", "a frosty, snow-covered landscape"),
           sun_elevation=24, sun_azimuth=250, sun_color=(0.95, 0.97, 1.0), sun_intensity=2.0,
           sky_zenith=(0.55, 0.65, 0.80), sky_horizon=(0.88, 0.90, 0.95),
-          ground_ambient=(0.60, 0.62, 0.68), ambient_intensity=1.0,
-          fog_color=(0.85, 0.88, 0.95), fog_density=0.03, snow=1.0, exposure=0.9,
+          ground_ambient=(0.60, 0.62, 0.68),
+          fog_color=(0.85, 0.88, 0.95), fog_density=0.03, snow=1.0, exposure=0.75,
+          ambient_intensity=0.7,
           tint=(0.92, 0.97, 1.08), saturation=0.8, shadow_softness=2.0),
     Style("toon", "flat cel shading with bold black outlines",
           ("a cartoon with bold outlines", "cel-shaded toon style",

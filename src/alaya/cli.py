@@ -1,0 +1,121 @@
+"""``alaya`` command line: thin dispatch to the library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _datagen(a: argparse.Namespace) -> int:
+    from alaya.engine.datagen import DatagenConfig, generate_dataset
+    cfg = DatagenConfig(out=a.out, clips=a.clips, frames=a.frames, size=a.size,
+                        styles=tuple(a.styles), rigs=tuple(a.rigs), seed=a.seed,
+                        workers=a.workers, resume=a.resume, name=a.name)
+    root = generate_dataset(cfg, progress=not a.quiet)
+    print(f"dataset ready: {root} ({cfg.clips} clips x {cfg.frames} frames, {cfg.size}px, "
+          f"{len(cfg.styles)} styles)")
+    return 0
+
+
+def _validate(a: argparse.Namespace) -> int:
+    from alaya.data.validate import validate_dataset
+    errors = validate_dataset(a.root, progress=not a.quiet)
+    for e in errors:
+        print(e, file=sys.stderr)
+    if errors:
+        print(f"{a.root}: {len(errors)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"{a.root}: every clip matches the contract")
+    return 0
+
+
+def _inspect(a: argparse.Namespace) -> int:
+    from alaya.data.inspect import inspect_dataset, summarize
+    print(summarize(a.root))
+    out = Path(a.out) if a.out else Path(a.root) / "inspect"
+    paths = inspect_dataset(a.root, out, clip_id=a.clip)
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def _import(a: argparse.Namespace) -> int:
+    from alaya.data.importer import import_gbuffers
+    root = import_gbuffers(a.src, a.out, dataset_name=a.name)
+    print(f"imported into {root}")
+    return 0
+
+
+def _styles(a: argparse.Namespace) -> int:
+    from alaya.engine.styles import STYLES
+    if a.json:
+        print(json.dumps({n: s.to_json() for n, s in STYLES.items()}, indent=2))
+    else:
+        for name, s in STYLES.items():
+            print(f"{name:14s} {s.description}")
+            for p in s.phrasings:
+                print(f"{'':14s}   \"{p}\"")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from alaya import __version__
+    from alaya.engine.camera import RIGS
+    from alaya.engine.styles import STYLE_NAMES
+    p = argparse.ArgumentParser(prog="alaya", description="Real-time generative worlds.")
+    p.add_argument("--version", action="version", version=f"alaya {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("datagen", help="render a dataset of clips from procedural scenes")
+    g.add_argument("--out", required=True, help="dataset folder")
+    g.add_argument("--clips", type=int, default=8)
+    g.add_argument("--frames", type=int, default=16)
+    g.add_argument("--size", type=int, default=128, help="square frame size, a multiple of 16")
+    g.add_argument("--styles", nargs="+", default=list(STYLE_NAMES), choices=STYLE_NAMES)
+    g.add_argument("--rigs", nargs="+", default=list(RIGS), choices=RIGS)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--workers", type=int, default=1)
+    g.add_argument("--name", default="alaya-procedural")
+    g.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                   help="finish an interrupted dataset in --out (default)")
+    g.add_argument("--quiet", action="store_true")
+    g.set_defaults(func=_datagen)
+
+    v = sub.add_parser("validate", help="check every clip of a dataset against the contract")
+    v.add_argument("root")
+    v.add_argument("--quiet", action="store_true")
+    v.set_defaults(func=_validate)
+
+    i = sub.add_parser("inspect", help="summary, contact sheet and per-style GIFs of a dataset")
+    i.add_argument("root")
+    i.add_argument("--out", help="output folder (default ROOT/inspect)")
+    i.add_argument("--clip", help="clip id (default: the first test clip)")
+    i.set_defaults(func=_inspect)
+
+    im = sub.add_parser("import", help="convert data made elsewhere into the clip contract")
+    isub = im.add_subparsers(dest="kind", required=True)
+    gb = isub.add_parser("gbuffers", help="per-frame G-buffer files + gbuffers.json (docs/import.md)")
+    gb.add_argument("src")
+    gb.add_argument("--out", required=True)
+    gb.add_argument("--name", default=None)
+    gb.set_defaults(func=_import)
+
+    st = sub.add_parser("styles", help="list the reference renderer's styles and phrasings")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=_styles)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileExistsError, FileNotFoundError, KeyError) as err:
+        print(f"alaya {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
