@@ -6,6 +6,8 @@ its body), ``view(world)`` after it, returning the OpenGL world-to-camera matrix
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from alaya.engine.world import World
@@ -13,20 +15,30 @@ from alaya.engine.world import World
 RIGS = ("orbit", "fly", "walk")
 
 
+def _cross(a, b) -> tuple[float, float, float]:
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def _unit(v) -> tuple[float, float, float]:
+    n = math.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+    return (v[0] / n, v[1] / n, v[2] / n)
+
+
 def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:
     """OpenGL view matrix: the camera at ``eye`` looks down -z towards ``target``, y up."""
-    eye, target, up = (np.asarray(v, dtype=np.float64) for v in (eye, target, up))
-    f = target - eye
-    f /= np.linalg.norm(f)
-    r = np.cross(f, up)
-    if np.linalg.norm(r) < 1e-6:   # looking straight up or down
-        r = np.cross(f, (0.0, 1.0, 0.0))
-    r /= np.linalg.norm(r)
-    u = np.cross(r, f)
-    view = np.eye(4)
-    view[0, :3], view[1, :3], view[2, :3] = r, u, -f
-    view[:3, 3] = -view[:3, :3] @ eye
-    return view
+    ex, ey, ez = (float(c) for c in eye)
+    f = _unit((float(target[0]) - ex, float(target[1]) - ey, float(target[2]) - ez))
+    r = _cross(f, up)
+    if r[0] * r[0] + r[1] * r[1] + r[2] * r[2] < 1e-12:   # looking straight up or down
+        r = _cross(f, (0.0, 1.0, 0.0))
+    r = _unit(r)
+    u = _cross(r, f)
+    return np.array([
+        [r[0], r[1], r[2], -(r[0] * ex + r[1] * ey + r[2] * ez)],
+        [u[0], u[1], u[2], -(u[0] * ex + u[1] * ey + u[2] * ez)],
+        [-f[0], -f[1], -f[2], f[0] * ex + f[1] * ey + f[2] * ez],
+        [0.0, 0.0, 0.0, 1.0],
+    ])
 
 
 def yaw_pitch_direction(yaw: float, pitch: float) -> np.ndarray:

@@ -244,14 +244,14 @@ class GBufferRasterizer:
         the ground last), write their triangle indices and return the index count."""
         m = self.mesh
         models = geom_matrices[m.chunk_geom]
-        world = np.einsum("cij,cj->ci", models[:, :3, :3], m.chunk_centre) + models[:, :3, 3]
+        world = (models[:, :3, :3] @ m.chunk_centre[:, :, None])[:, :, 0] + models[:, :3, 3]
         centres = world @ view[:3, :3].T + view[:3, 3]          # (C, 3) camera space
         depth = -centres[:, 2]
         r = m.chunk_radius
-        inside = (depth + r > self.near) & (depth - r < self.far)
-        inside &= np.all(centres @ self.frustum_planes.T > -r[:, None], axis=1)
-        order = np.argsort(np.where(m.chunk_static, depth + 1e6, depth), kind="stable")
-        visible = [m.chunk_indices[i] for i in order[inside[order]]]
+        inside = ((depth + r > self.near) & (depth - r < self.far)
+                  & ((centres @ self.frustum_planes.T).min(axis=1) > -r))
+        order = np.argsort(depth + m.chunk_static * 1e6)
+        visible = [m.chunk_indices[i] for i in order[inside[order]].tolist()]
         self.visible_chunks = len(visible)
         if not visible:
             return 0
@@ -270,15 +270,16 @@ class GBufferRasterizer:
         depth = depth[..., 0]
         if self._first:
             motion = np.zeros((H, W, 2), np.float16)
+        # views into the read buffers (no copies); np.stack makes clips contiguous later
         return {
             "depth": depth,
             "mask": (depth > 0).view(np.uint8),
-            "normal": np.ascontiguousarray(normal[..., :3]),
-            "albedo": np.ascontiguousarray(albedo_rough[..., :3]),
-            "roughness": np.ascontiguousarray(albedo_rough[..., 3]),
+            "normal": normal[..., :3],
+            "albedo": albedo_rough[..., :3],
+            "roughness": albedo_rough[..., 3],
             "metallic": ids[..., 2].astype(np.uint8),
-            "material": np.ascontiguousarray(ids[..., 0]),
-            "instance": np.ascontiguousarray(ids[..., 1]),
+            "material": ids[..., 0],
+            "instance": ids[..., 1],
             "motion": motion,
         }
 

@@ -29,7 +29,7 @@ class SceneConfig:
     emissive_props: tuple[int, int] = (1, 3)
     sweeper: bool = True
     player: bool = False             # a collidable walker body for first-person rigs
-    physics_substeps: int = 4        # physics steps per rendered frame (120 Hz at 30 FPS)
+    physics_substeps: int = 3        # physics steps per rendered frame (90 Hz at 30 FPS)
 
 
 @dataclass

@@ -7,6 +7,7 @@ clip-contract arrays; ``render_style(name)`` draws the same frame in a reference
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import moderngl
@@ -27,6 +28,7 @@ class StreamConfig:
     fov_y: float = 70.0
     rig: str = "orbit"               # orbit | fly | walk
     warmup_frames: int = 4           # physics frames stepped before the first rendered frame
+    pipelined: bool = False          # simulate frame t+1 on a worker thread while t rasterizes
     scene: SceneConfig = field(default_factory=SceneConfig)
 
 
@@ -48,19 +50,41 @@ class EngineStream:
         for _ in range(cfg.warmup_frames):
             self.rig.control(self.world)
             self.world.step()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="physics") if cfg.pipelined else None
+        self._next: Future | None = None
 
     @property
     def K(self) -> np.ndarray:
         return self.raster.K
 
-    def step(self) -> dict[str, np.ndarray]:
-        """Advance one frame; the G-buffer arrays of that frame (plus ``world_to_camera``)."""
+    def _simulate(self) -> tuple[np.ndarray, np.ndarray]:
+        """One physics frame: (geom matrices, world-to-camera) of the new state."""
         self.rig.control(self.world)
         self.world.step()
-        self.world_to_camera = self.rig.view(self.world)
-        frame = self.raster.render(self.world.geom_matrices(), self.world_to_camera)
-        frame["world_to_camera"] = self.world_to_camera.astype(np.float32)
+        return self.world.geom_matrices(), self.rig.view(self.world)
+
+    def step(self) -> dict[str, np.ndarray]:
+        """Advance one frame; the G-buffer arrays of that frame (plus ``world_to_camera``).
+
+        Pipelined streams return the same frames, but their world is already one frame ahead
+        when ``step`` returns (its physics overlapped the rasterization)."""
+        if self._executor is None:
+            geoms, view = self._simulate()
+        else:
+            geoms, view = (self._next.result() if self._next is not None
+                           else self._executor.submit(self._simulate).result())
+            self._next = self._executor.submit(self._simulate)
+        self.world_to_camera = view
+        frame = self.raster.render(geoms, view)
+        frame["world_to_camera"] = view.astype(np.float32)
         return frame
+
+    def close(self) -> None:
+        if self._executor is not None:
+            if self._next is not None:
+                self._next.result()
+            self._executor.shutdown()
+            self._executor = None
 
     @property
     def reference(self) -> ReferenceRenderer:
@@ -98,6 +122,7 @@ def render_clip(seed: int, frames: int, styles: tuple[str, ...] = STYLE_NAMES,
     clip["rgb"] = np.stack([np.stack(r) for r in rgb])
     clip["styles"] = np.array(styles, dtype=f"<U{max(len(s) for s in styles)}")
     clip["K"] = stream.K.astype(np.float32)
+    stream.close()
     if owned:
         ctx.release()
     return clip

@@ -104,6 +104,11 @@ class World:
         body = self.model.body("player")
         return self.data.xpos[body.id].copy()
 
+    def static_instances(self) -> set[int]:
+        """Instance ids of geoms attached to the world body (they never move)."""
+        body = self.model.geom_bodyid[self.geom_ids]
+        return {g.instance for g, b in zip(self.scene.geoms, body) if b == 0}
+
     # -- rendering -------------------------------------------------------------------------
     def geom_matrices(self) -> np.ndarray:
         """(N, 4, 4) float32 local-to-world transforms of the scene's render geoms."""

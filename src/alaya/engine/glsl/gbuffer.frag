@@ -2,8 +2,6 @@
 // Writes the G-buffer in formats that read back as contract arrays with little conversion:
 // 0 RGBA16F camera-space normal, 1 R32F linear depth (0 = background), 2 RGBA8 albedo (sRGB)
 // + roughness, 3 RG16F backward motion in pixels, 4 RGBA16UI material id, instance id, metallic.
-uniform vec4 material_albedo[32];    // sRGB albedo, roughness
-uniform vec4 material_params[32];    // metallic, pattern, pattern scale, unused
 uniform vec2 viewport;               // width, height in pixels
 uniform sampler2D noise;             // tiling two-octave value noise in [0, 1]
 
@@ -12,6 +10,8 @@ in vec3 v_view_normal;
 in vec3 v_local_pos;
 in vec4 v_prev_clip;
 flat in vec3 v_ids;
+flat in vec4 v_albedo_roughness;
+flat in vec4 v_params;              // metallic, pattern, pattern scale, unused
 
 layout(location = 0) out vec4 out_normal;
 layout(location = 1) out float out_depth;
@@ -37,8 +37,8 @@ vec3 pattern_albedo(vec3 base, float pattern, float scale, vec3 p) {
 
 void main() {
     int mat_id = int(v_ids.y + 0.5);
-    vec4 alb = material_albedo[mat_id];
-    vec4 par = material_params[mat_id];
+    vec4 alb = v_albedo_roughness;
+    vec4 par = v_params;
     vec3 albedo = clamp(pattern_albedo(alb.rgb, par.y, par.z, v_local_pos), 0.0, 1.0);
 
     // Rendered upside down (see raster.py), so gl_FragCoord.y is already the image row and the
