@@ -51,7 +51,7 @@ class OrbitRig:
     def __init__(self, rng: np.random.Generator, arena: float):
         self.centre = np.array([*rng.uniform(-arena / 3, arena / 3, 2), rng.uniform(0.0, 0.8)])
         self.radius = rng.uniform(3.5, arena - 1.0)
-        self.height = rng.uniform(1.5, 5.0)
+        self.height = rng.uniform(2.5, 6.0)     # mostly above the free-standing walls
         self.speed = rng.choice([-1, 1]) * rng.uniform(0.15, 0.45)   # rad / s
         self.phase = rng.uniform(0, 2 * np.pi)
 
@@ -112,7 +112,7 @@ class WalkRig:
 
     eye_height = 0.55   # above the player body's centre
 
-    def __init__(self, rng: np.random.Generator, speed: float = 1.6):
+    def __init__(self, rng: np.random.Generator, speed: float = 1.8):
         self.rng = rng
         self.speed = speed
         self.yaw = rng.uniform(-np.pi, np.pi)
@@ -127,12 +127,16 @@ class WalkRig:
         if self.command is not None:
             forward, strafe, turn, self.pitch = self.command
         else:
-            forward, strafe = self.speed, 0.0
             self.turn = 0.9 * self.turn + 0.1 * self.rng.normal(0.0, 1.2)
-            eye = world.player_position() + (0, 0, self.eye_height)
-            ahead = world.ray(eye - (0, 0, 0.4), yaw_pitch_direction(self.yaw, 0.0),
-                              exclude_body=world.model.body("player").id)
-            turn = self.turn + (2.0 if ahead < 1.5 else 0.0)
+            origin = world.player_position() + (0, 0, self.eye_height - 0.4)
+            player = world.model.body("player").id
+            left, ahead, right = (world.ray(origin, yaw_pitch_direction(self.yaw + a, 0.0), player)
+                                  for a in (0.6, 0.0, -0.6))
+            clearance = min(left, ahead, right)
+            forward, strafe = self.speed * float(np.clip((clearance - 0.6) / 1.5, 0.0, 1.0)), 0.0
+            # steer away from the nearer obstacle, harder the closer it is
+            avoid = 3.0 * float(np.clip((2.5 - clearance) / 2.0, 0.0, 1.0))
+            turn = self.turn + (avoid if left >= right else -avoid)
             self.pitch = -0.1 + 0.05 * np.sin(world.data.time * 0.7)
         self.yaw += turn * dt
         fwd = np.array([np.cos(self.yaw), np.sin(self.yaw)])

@@ -157,7 +157,7 @@ class ReferenceRenderer:
         for name in ("sky_zenith", "sky_horizon", "ground_ambient", "fog_color"):
             p[name].value = getattr(style, name)
         for name in ("ambient_intensity", "fog_density", "fog_height_falloff", "emissive_gain",
-                     "shadow_softness", "shadow_strength", "roughness_scale", "snow", "stars",
+                     "shadow_softness", "shadow_strength", "roughness_scale", "snow", "stars", "sun_disk",
                      "outline"):
             p[name].value = float(getattr(style, name))
         p["toon_levels"].value = float(style.toon_levels)

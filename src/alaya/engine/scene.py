@@ -232,7 +232,7 @@ def generate_scene(seed: int, config: SceneConfig | None = None) -> Scene:
             '<joint name="player_x" type="slide" axis="1 0 0" damping="0"/>'
             '<joint name="player_y" type="slide" axis="0 1 0" damping="0"/>'
             '<joint name="player_z" type="slide" axis="0 0 1" damping="0"/>'
-            '<geom name="player" type="capsule" size="0.3 0.5" mass="70" friction="0.2 0.005 0.0001"/>'
+            '<geom name="player" type="capsule" size="0.3 0.5" mass="70" friction="0.02 0.005 0.0001"/>'
             "</body>"
         )
 

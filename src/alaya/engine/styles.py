@@ -41,6 +41,7 @@ class Style:
     roughness_scale: float = 1.0         # < 1 gives a wet, glossy look
     snow: float = 0.0                    # coverage of up-facing surfaces
     stars: float = 0.0
+    sun_disk: float = 1.0                # visibility of the sun/moon disk and halo in the sky
     toon_levels: int = 0                 # > 0: quantised cel shading
     outline: float = 0.0                 # strength of depth/normal edge lines
     vignette: float = 0.15
@@ -86,7 +87,7 @@ STYLES: dict[str, Style] = {s.name: s for s in (
           ground_ambient=(0.02, 0.01, 0.04), ambient_intensity=0.35,
           fog_color=(0.08, 0.01, 0.10), fog_density=0.03, emissive_gain=3.0,
           bloom_strength=1.0, bloom_threshold=0.5, exposure=1.2, saturation=1.3,
-          roughness_scale=0.35, shadow_softness=2.0),
+          roughness_scale=0.35, shadow_softness=2.0, sun_disk=0.0),
     Style("foggy_morning", "soft pale light in thick morning fog",
           ("a foggy morning", "thick mist in the early morning",
            "a hazy, misty dawn", "soft light through dense fog"),

@@ -34,6 +34,7 @@ uniform float shadow_strength;
 uniform float roughness_scale;
 uniform float snow;
 uniform float stars;
+uniform float sun_disk;
 uniform float toon_levels;
 uniform float outline;
 
@@ -50,7 +51,7 @@ vec3 sky(vec3 dir) {
     vec3 c = mix(sky_horizon, sky_zenith, pow(clamp(h, 0.0, 1.0), 0.5));
     if (h < 0.0) c = mix(sky_horizon, ground_ambient, clamp(-h * 4.0, 0.0, 1.0));
     float s = max(dot(dir, sun_direction), 0.0);
-    c += sun_color * (smoothstep(0.9990, 0.9996, s) * 8.0 + pow(s, 12.0) * 0.35);
+    c += sun_disk * sun_color * (smoothstep(0.9990, 0.9996, s) * 8.0 + pow(s, 12.0) * 0.35);
     if (stars > 0.0 && h > 0.0) {
         vec3 q = floor(dir * 180.0);
         c += vec3(step(0.996, hash13(q)) * stars * 1.5 * smoothstep(0.0, 0.2, h));
