@@ -48,6 +48,31 @@ def _import(a: argparse.Namespace) -> int:
     return 0
 
 
+def _train(a: argparse.Namespace) -> int:
+    from alaya.train.loop import TrainConfig
+    train = TrainConfig(run_dir=a.run_dir, steps=a.steps, batch_size=a.batch_size, lr=a.lr,
+                        seed=a.seed, threads=a.threads, val_every=a.val_every,
+                        ckpt_every=a.ckpt_every, ema=a.ema, bf16=a.bf16)
+    if a.what == "codec":
+        from alaya.codecs.autoencoder import AutoencoderConfig
+        from alaya.codecs.training import CodecTrainConfig, train_codec
+        cfg = CodecTrainConfig(data=a.data, out=a.out or "weights/autoencoder", crop=a.crop,
+                               autoencoder=AutoencoderConfig(latent_channels=a.latent_channels),
+                               train=train)
+        model = train_codec(cfg)
+    else:
+        from alaya.codecs.tiny_training import TinyCodecTrainConfig, train_tiny_codecs
+        cfg = TinyCodecTrainConfig(data=a.data, autoencoder=a.autoencoder, train=train,
+                                   out_encoder=a.out or "weights/tiny_gbuffer_encoder",
+                                   out_decoder=a.out_decoder or "weights/tiny_decoder",
+                                   pairs=a.pairs)
+        model = train_tiny_codecs(cfg)
+    if a.dry_run:
+        return 0
+    print(f"trained {type(model).__name__}; run folder {a.run_dir}")
+    return 0
+
+
 def _styles(a: argparse.Namespace) -> int:
     from alaya.engine.styles import STYLES
     if a.json:
@@ -101,6 +126,28 @@ def build_parser() -> argparse.ArgumentParser:
     gb.add_argument("--out", required=True)
     gb.add_argument("--name", default=None)
     gb.set_defaults(func=_import)
+
+    tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
+    tr.add_argument("what", choices=["codec", "tiny-codecs"])
+    tr.add_argument("--data", required=True, help="dataset folder (alaya datagen)")
+    tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
+    tr.add_argument("--out", help="save_pretrained folder for the result")
+    tr.add_argument("--out-decoder", help="tiny-codecs: folder for the tiny decoder")
+    tr.add_argument("--autoencoder", default="weights/autoencoder", help="tiny-codecs: the full codec")
+    tr.add_argument("--steps", type=int, default=2000)
+    tr.add_argument("--batch-size", type=int, default=32)
+    tr.add_argument("--lr", type=float, default=1e-3)
+    tr.add_argument("--crop", type=int, default=64)
+    tr.add_argument("--latent-channels", type=int, default=32)
+    tr.add_argument("--pairs", type=int, default=1536, help="tiny-codecs: cached frame pairs")
+    tr.add_argument("--ema", type=float, default=0.0)
+    tr.add_argument("--bf16", action="store_true")
+    tr.add_argument("--val-every", type=int, default=250)
+    tr.add_argument("--ckpt-every", type=int, default=250)
+    tr.add_argument("--threads", type=int, default=None)
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--dry-run", action="store_true", help=argparse.SUPPRESS)
+    tr.set_defaults(func=_train)
 
     st = sub.add_parser("styles", help="list the reference renderer's styles and phrasings")
     st.add_argument("--json", action="store_true")

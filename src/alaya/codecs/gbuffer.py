@@ -1,0 +1,72 @@
+"""G-buffer modalities as images and as latents.
+
+The teacher's conditioning follows AlayaRenderer: each modality is drawn as a 3-channel image
+and encoded with the full RGB codec; the latents are concatenated along channels
+(``teacher_gbuffer_latents``). The tiny encoder instead reads the raw arrays
+(``gbuffer_input``: 9 channels) and predicts the same latents directly.
+Material and instance ids are not encoded: albedo, roughness and metallic already carry what a
+material looks like, and ids are arbitrary labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+MODALITIES = ("albedo", "normal", "depth", "roughness", "metallic")
+RAW_CHANNELS = {"albedo": 3, "normal": 3, "depth": 1, "roughness": 1, "metallic": 1}
+GBUFFER_INPUT_CHANNELS = sum(RAW_CHANNELS.values())   # 9
+
+
+def depth_to_unit(depth: torch.Tensor) -> torch.Tensor:
+    """Linear depth in metres -> (0, 1], 1 at the camera, 0 for background (depth 0)."""
+    return torch.where(depth > 0, 1.0 / (1.0 + 0.25 * depth.clamp(min=0)), torch.zeros_like(depth))
+
+
+def gbuffer_input(frame: Mapping[str, np.ndarray | torch.Tensor]) -> torch.Tensor:
+    """Clip-contract G-buffer arrays (leading dims ..., H, W) -> float (N, 9, H, W).
+
+    Channels: albedo (3, 0..1), normal (3, -1..1), depth (1, ``depth_to_unit``),
+    roughness (1, 0..1), metallic (1, 0..1). Leading dims are flattened into N.
+    """
+    def t(key: str) -> torch.Tensor:
+        if key not in frame:
+            raise KeyError(f"G-buffer frame is missing key '{key}'")
+        v = frame[key]
+        return torch.as_tensor(np.asarray(v)) if not isinstance(v, torch.Tensor) else v
+
+    depth = t("depth").float()
+    H, W = depth.shape[-2:]
+    lead = depth.shape[:-2]
+    albedo = t("albedo").float().reshape(-1, H, W, 3) / 255.0
+    normal = t("normal").float().reshape(-1, H, W, 3)
+    rough = t("roughness").float().reshape(-1, H, W, 1) / 255.0
+    metal = t("metallic").float().reshape(-1, H, W, 1) / 255.0
+    d = depth_to_unit(depth.reshape(-1, H, W, 1))
+    x = torch.cat([albedo, normal, d, rough, metal], -1).permute(0, 3, 1, 2).contiguous()
+    if not torch.isfinite(x).all():
+        raise ValueError("G-buffer frame contains NaN or infinite values")
+    del lead
+    return x
+
+
+def modality_images(x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """(N, 9, H, W) raw G-buffer -> modality -> (N, 3, H, W) images in [0, 1]."""
+    return {
+        "albedo": x[:, 0:3],
+        "normal": x[:, 3:6] * 0.5 + 0.5,
+        "depth": x[:, 6:7].expand(-1, 3, -1, -1),
+        "roughness": x[:, 7:8].expand(-1, 3, -1, -1),
+        "metallic": x[:, 8:9].expand(-1, 3, -1, -1),
+    }
+
+
+@torch.no_grad()
+def teacher_gbuffer_latents(autoencoder, x: torch.Tensor) -> torch.Tensor:
+    """(N, 9, H, W) raw G-buffer -> (N, 5 * C, H/8, W/8): every modality through the full encoder."""
+    images = modality_images(x)
+    batch = torch.cat([images[m] for m in MODALITIES], 0)
+    z = autoencoder.encode(batch)
+    return torch.cat(z.chunk(len(MODALITIES), 0), 1)

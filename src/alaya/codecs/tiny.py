@@ -1,0 +1,144 @@
+"""Tiny distilled codecs (after TAESD/TAEHV): a grouped G-buffer encoder and a streaming decoder.
+
+``TinyGBufferEncoder`` has one branch per modality (grouped convolutions, so all branches run
+as one network) and maps the raw 9-channel G-buffer to the teacher's G-buffer latents.
+``TinyDecoder`` maps latents to RGB with a temporal memory at the latent resolution: each frame's
+features are concatenated with the previous frame's (zeros after ``reset``), as TAEHV does, so
+streams decode without flicker. ``StreamingDecoder`` holds that state::
+
+    dec = StreamingDecoder(TinyDecoder.from_pretrained("weights/tiny_decoder"))
+    dec.reset()
+    for z in latents:              # (1, C, 16, 16) each, e.g. from the Flash student
+        frame = dec.decode(z)      # (1, 3, 128, 128) in [0, 1]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from alaya.codecs.gbuffer import GBUFFER_INPUT_CHANNELS, MODALITIES, RAW_CHANNELS
+from alaya.nn.blocks import ResBlock, Upsample, bounded, check_image, conv
+from alaya.nn.pretrained import from_pretrained, save_pretrained
+
+
+@dataclass
+class TinyGBufferEncoderConfig:
+    latent_channels: int = 32            # per modality (the full codec's latent channels)
+    width: int = 8                       # per-branch width
+    modalities: tuple[str, ...] = MODALITIES
+
+
+class TinyGBufferEncoder(nn.Module):
+    def __init__(self, config: TinyGBufferEncoderConfig | None = None):
+        super().__init__()
+        self.config = c = config or TinyGBufferEncoderConfig()
+        g = len(c.modalities)
+        # pad every modality to 3 input channels so the branches are equal groups
+        self.register_buffer("gather", self._gather_index(c.modalities), persistent=False)
+        w = c.width * g
+        # 4x4 blocks to channels first (keeps each modality's channels contiguous, so the
+        # groups stay one branch per modality), then two grouped stages down to 1/8
+        self.net = nn.Sequential(
+            nn.PixelUnshuffle(4), conv(48 * g, w, 1, groups=g), nn.ReLU(inplace=True),
+            conv(w, w, groups=g), nn.ReLU(inplace=True),
+            conv(w, 2 * w, stride=2, groups=g), nn.ReLU(inplace=True),
+            ResBlock(2 * w, groups=g),
+            conv(2 * w, c.latent_channels * g, groups=g),
+        )
+
+    @staticmethod
+    def _gather_index(modalities: tuple[str, ...]) -> torch.Tensor:
+        offsets, start = {}, 0
+        for m in MODALITIES:
+            offsets[m] = start
+            start += RAW_CHANNELS[m]
+        idx = []
+        for m in modalities:
+            n = RAW_CHANNELS[m]
+            idx += [offsets[m] + min(i, n - 1) for i in range(3)]
+        return torch.tensor(idx, dtype=torch.long)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, 9, H, W) raw G-buffer (``gbuffer_input``) -> (B, 5 * C, H/8, W/8)."""
+        check_image(x, GBUFFER_INPUT_CHANNELS, 8, "tiny G-buffer encoder input")
+        return bounded(self.net(x.index_select(1, self.gather)))
+
+    def save_pretrained(self, folder, **metadata) -> None:
+        save_pretrained(self, folder, **metadata)
+
+    @classmethod
+    def from_pretrained(cls, folder) -> "TinyGBufferEncoder":
+        return from_pretrained(cls, TinyGBufferEncoderConfig, folder)
+
+
+@dataclass
+class TinyDecoderConfig:
+    latent_channels: int = 32
+    channels: tuple[int, ...] = (64, 48, 24)       # widths at 1/8, 1/4, 1/2 resolution
+    temporal: bool = True                          # TAEHV-style memory of the previous frame
+
+
+class TinyDecoder(nn.Module):
+    def __init__(self, config: TinyDecoderConfig | None = None):
+        super().__init__()
+        self.config = c = config or TinyDecoderConfig()
+        w3, w2, w1 = c.channels
+        self.stem = nn.Sequential(conv(c.latent_channels, w3), nn.ReLU(inplace=True))
+        self.memory = (nn.Sequential(conv(2 * w3, w3), nn.ReLU(inplace=True), conv(w3, w3))
+                       if c.temporal else None)
+        self.body = nn.Sequential(
+            nn.ReLU(inplace=True), ResBlock(w3),
+            Upsample(w3, w2), ResBlock(w2),
+            Upsample(w2, w1), conv(w1, w1), nn.ReLU(inplace=True),
+            conv(w1, 12), nn.PixelShuffle(2),     # 2x2 pixel blocks from the 1/2-res features
+        )
+
+    def forward(self, z: torch.Tensor, previous: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Decode one frame. ``previous``: the stem features of the frame before (None = start
+        of a stream). Returns (image in [0, 1], this frame's stem features for the next call)."""
+        check_image(z, self.config.latent_channels, 1, "tiny decoder latent")
+        h = self.stem(z)
+        x = h
+        if self.memory is not None:
+            prev = torch.zeros_like(h) if previous is None else previous
+            if prev.shape != h.shape:
+                raise ValueError(f"tiny decoder state has shape {tuple(prev.shape)}, "
+                                 f"expected {tuple(h.shape)}; call reset() between streams")
+            x = h + self.memory(torch.cat([h, prev], 1))
+        img = self.body(x) * 0.5 + 0.5
+        return (img if self.training else img.clamp(0, 1)), h
+
+    def decode_sequence(self, z: torch.Tensor) -> torch.Tensor:
+        """(B, T, C, h, w) -> (B, T, 3, 8h, 8w), streaming from a reset state."""
+        prev, out = None, []
+        for t in range(z.shape[1]):
+            img, prev = self(z[:, t], prev)
+            out.append(img)
+        return torch.stack(out, 1)
+
+    def save_pretrained(self, folder, **metadata) -> None:
+        save_pretrained(self, folder, **metadata)
+
+    @classmethod
+    def from_pretrained(cls, folder) -> "TinyDecoder":
+        return from_pretrained(cls, TinyDecoderConfig, folder)
+
+
+class StreamingDecoder:
+    """``reset() / decode(latent) -> frame`` over a :class:`TinyDecoder`, keeping its memory."""
+
+    def __init__(self, decoder: TinyDecoder):
+        self.decoder = decoder.eval()
+        self.state: torch.Tensor | None = None
+
+    def reset(self) -> None:
+        self.state = None
+
+    @torch.no_grad()
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        img, self.state = self.decoder(z, self.state)
+        return img

@@ -1,0 +1,1 @@
+"""One training loop for every model of the project (see ``loop.py``)."""

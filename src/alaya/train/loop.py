@@ -1,0 +1,144 @@
+"""The training loop shared by every model: cosine LR with warm-up, gradient clipping, EMA,
+optional bf16 autocast, periodic validation, CSV metrics, checkpoints that resume after a kill.
+
+The caller supplies ``loss_fn(model, step) -> (loss, {metric: float})`` (which draws its own
+batch, deterministically from the step) and optionally ``validate(model) -> {metric: float}``,
+called with the EMA weights when EMA is on. A run folder holds ``config.json`` (resolved),
+``metrics.jsonl``, ``latest.json`` + ``ckpt_*/``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from alaya.nn.pretrained import atomic_write_text
+from alaya.train.checkpoint import load_checkpoint, save_checkpoint
+
+LossFn = Callable[[torch.nn.Module, int], tuple[torch.Tensor, dict[str, float]]]
+ValFn = Callable[[torch.nn.Module], dict[str, float]]
+
+
+@dataclass
+class TrainConfig:
+    run_dir: str
+    steps: int = 2000
+    batch_size: int = 32
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.05
+    warmup: int = 100
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    ema: float = 0.0                 # EMA decay; 0 disables
+    bf16: bool = False               # autocast (a win on CPUs with native bf16 only)
+    log_every: int = 25
+    val_every: int = 250
+    ckpt_every: int = 250
+    seed: int = 0
+    threads: int | None = None
+    progress: bool = True
+
+    def lr_at(self, step: int) -> float:
+        if step < self.warmup:
+            return self.lr * (step + 1) / self.warmup
+        t = (step - self.warmup) / max(1, self.steps - self.warmup)
+        return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+class Trainer:
+    def __init__(self, model: torch.nn.Module, config: TrainConfig, loss_fn: LossFn,
+                 validate: ValFn | None = None, describe: dict | None = None):
+        self.model, self.config, self.loss_fn, self.validate = model, config, loss_fn, validate
+        self.run_dir = Path(config.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
+                                     lr=config.lr, weight_decay=config.weight_decay)
+        self.ema = copy.deepcopy(model).eval().requires_grad_(False) if config.ema > 0 else None
+        self.step = 0
+        self.describe = describe or {}
+        self.last_val: dict[str, float] = {}
+
+    @property
+    def eval_model(self) -> torch.nn.Module:
+        return self.ema if self.ema is not None else self.model
+
+    def _log(self, row: dict) -> None:
+        with open(self.run_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def _truncate_log(self, step: int) -> None:
+        """Drop metric rows written after the checkpoint a resumed run starts from."""
+        path = self.run_dir / "metrics.jsonl"
+        if not path.exists():
+            return
+        rows = []
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:      # a line cut short by a kill
+                continue
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows if r.get("step", 0) <= step))
+
+    def run(self) -> torch.nn.Module:
+        cfg = self.config
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed)
+        atomic_write_text(self.run_dir / "config.json", json.dumps(
+            {"train": dataclasses.asdict(cfg), **self.describe}, indent=2, default=str))
+        state = load_checkpoint(self.run_dir, self.model, self.opt, self.ema)
+        if state is not None:
+            self.step = state["step"]
+            self.last_val = state.get("val", {})
+            self._truncate_log(self.step)
+        bar = tqdm(total=cfg.steps, initial=self.step, desc=self.run_dir.name, disable=not cfg.progress,
+                   dynamic_ncols=True)
+        self.model.train()
+        t0 = time.time()
+        while self.step < cfg.steps:
+            for group in self.opt.param_groups:
+                group["lr"] = cfg.lr_at(self.step)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+                loss, metrics = self.loss_fn(self.model, self.step)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"step {self.step}: loss is {loss.item()}; "
+                                         f"last checkpoint in {self.run_dir}")
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            self.opt.step()
+            if self.ema is not None:
+                with torch.no_grad():
+                    for pe, pm in zip(self.ema.parameters(), self.model.parameters()):
+                        pe.lerp_(pm, 1 - cfg.ema)
+                    for be, bm in zip(self.ema.buffers(), self.model.buffers()):
+                        be.copy_(bm)
+            self.step += 1
+            bar.update()
+            if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                row = {"step": self.step, "loss": float(loss), "grad_norm": float(grad_norm),
+                       "lr": cfg.lr_at(self.step - 1), "elapsed_s": round(time.time() - t0, 1),
+                       **{k: float(v) for k, v in metrics.items()}}
+                if self.validate is not None and (self.step % cfg.val_every == 0 or self.step == cfg.steps):
+                    self.model.eval()
+                    with torch.no_grad():
+                        self.last_val = {f"val_{k}": float(v) for k, v in self.validate(self.eval_model).items()}
+                    self.model.train()
+                    row.update(self.last_val)
+                self._log(row)
+                bar.set_postfix({k: f"{v:.4g}" for k, v in row.items()
+                                 if k in ("loss", *self.last_val)})
+            if self.step % cfg.ckpt_every == 0 or self.step == cfg.steps:
+                save_checkpoint(self.run_dir, self.step, self.model, self.opt, self.ema,
+                                {"val": self.last_val})
+        bar.close()
+        return self.eval_model
