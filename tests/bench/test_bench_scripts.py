@@ -1,0 +1,32 @@
+"""The benchmark scripts run and end with one JSON object holding their documented keys."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def last_json(args):
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_engine_bench_prints_json():
+    r = last_json(["bench/engine.py", "--frames", "3", "--sizes", "32", "--seeds", "0"])
+    for key in ("physics_ms_32", "gbuffer_ms_32", "physics_gbuffer_fps_32",
+                "physics_gbuffer_fps_32_serial", "style_ms_32_toon", "style_ms_32_clear_noon"):
+        assert key in r and r[key] > 0
+
+
+@pytest.mark.skipif(not (ROOT / "weights" / "tiny_decoder" / "model.safetensors").exists(),
+                    reason="codec weights not shipped")
+def test_codec_bench_prints_json():
+    r = last_json(["bench/codecs.py", "--repeats", "2"])
+    for key in ("tiny_decoder_ms", "tiny_gbuffer_encoder_ms", "autoencoder_tiny_ms",
+                "full_encoder_ms", "full_decoder_ms", "tiny_decoder_params"):
+        assert key in r and r[key] > 0

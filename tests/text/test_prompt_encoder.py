@@ -1,0 +1,35 @@
+import pytest
+import torch
+
+from alaya.text import PromptEncoder
+
+
+@pytest.fixture(scope="module")
+def enc():
+    return PromptEncoder()
+
+
+def test_embeddings_are_unit_and_semantic(enc):
+    e = enc.encode(["a foggy morning", "thick mist at dawn", "a neon-lit cyberpunk night"])
+    assert e.shape == (3, 384) and e.dtype == torch.float32
+    assert torch.allclose(e.norm(dim=1), torch.ones(3), atol=1e-4)
+    assert e[0] @ e[1] > e[0] @ e[2], "paraphrases are closer than different looks"
+
+
+def test_cache_and_empty_prompt(enc, tmp_path):
+    a = enc.encode("golden sunset")
+    assert torch.equal(enc.encode("  golden sunset "), a)
+    assert torch.count_nonzero(enc.encode("")) == 0
+    cached = PromptEncoder(cache_file=tmp_path / "cache.safetensors")
+    cached.encode(["snowy winter"])
+    cached.save_cache()
+    again = PromptEncoder(cache_file=tmp_path / "cache.safetensors")
+    again._load = None     # must not need the model for a cached prompt
+    assert torch.allclose(again.encode("snowy winter"), enc.encode("snowy winter"), atol=1e-6)
+
+
+def test_bad_prompts(enc):
+    with pytest.raises(TypeError, match="string"):
+        enc.encode([3])
+    with pytest.raises(ValueError, match="limit"):
+        enc.encode("x" * 5000)
