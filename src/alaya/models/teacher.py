@@ -1,0 +1,110 @@
+"""The teacher: a latent rectified-flow model over clips, bidirectional in time.
+
+Input per clip: noisy latents ``z`` (B, T, C, h, w), flow time ``t`` (B,), the G-buffer latents
+``gbuffer`` (B, T, G, h, w) concatenated along channels, and a prompt embedding ``text``
+(B, 384) that — with the time embedding — drives adaptive group norms. Frames share a 2D U-Net
+(latent resolution and half of it) whose blocks mix information across frames with temporal
+convolutions that look both ways. Prompt dropout in training (``prompt_dropout``) lets the
+sampler use classifier-free guidance: the unconditional call passes a zero ``text``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from alaya.nn.blocks import conv
+from alaya.nn.conditioning import AdaGroupNorm, TemporalConv, timestep_embedding
+from alaya.nn.pretrained import from_pretrained, save_pretrained
+
+
+@dataclass
+class TeacherConfig:
+    latent_channels: int = 32
+    gbuffer_channels: int = 160
+    text_dim: int = 384
+    widths: tuple[int, ...] = (128, 192)    # at the latent resolution and at half of it
+    blocks: int = 2                         # residual blocks per level and direction
+    emb_dim: int = 256
+    temporal_kernel: int = 3
+    prompt_dropout: float = 0.1
+
+
+class FlowBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, emb_dim: int, kernel: int, causal: bool = False):
+        super().__init__()
+        self.norm1 = AdaGroupNorm(cin, emb_dim)
+        self.conv1 = conv(cin, cout)
+        self.norm2 = AdaGroupNorm(cout, emb_dim)
+        self.conv2 = conv(cout, cout)
+        nn.init.zeros_(self.conv2.weight)
+        self.skip = nn.Identity() if cin == cout else nn.Conv2d(cin, cout, 1)
+        self.temporal = TemporalConv(cout, kernel, causal)
+        self.act = nn.SiLU()
+
+    def forward(self, x: torch.Tensor, emb: torch.Tensor, frames: int) -> torch.Tensor:
+        h = self.conv1(self.act(self.norm1(x, emb)))
+        h = self.conv2(self.act(self.norm2(h, emb)))
+        return self.temporal(self.skip(x) + h, frames)
+
+
+class Teacher(nn.Module):
+    causal = False
+
+    def __init__(self, config: TeacherConfig | None = None):
+        super().__init__()
+        self.config = c = config or TeacherConfig()
+        w0, w1 = c.widths
+        k = c.temporal_kernel
+        self.time_mlp = nn.Sequential(nn.Linear(c.emb_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
+        self.text_mlp = nn.Sequential(nn.Linear(c.text_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
+        self.stem = conv(c.latent_channels + c.gbuffer_channels, w0)
+        self.down0 = nn.ModuleList(FlowBlock(w0, w0, c.emb_dim, k, self.causal) for _ in range(c.blocks))
+        self.down = nn.Conv2d(w0, w1, 3, 2, 1)
+        self.mid = nn.ModuleList(FlowBlock(w1, w1, c.emb_dim, k, self.causal) for _ in range(2 * c.blocks))
+        self.up = nn.Sequential(nn.Upsample(scale_factor=2, mode="nearest"), conv(w1, w0))
+        self.up0 = nn.ModuleList(FlowBlock(2 * w0 if i == 0 else w0, w0, c.emb_dim, k, self.causal)
+                                 for i in range(c.blocks))
+        self.out_norm = nn.GroupNorm(8, w0)
+        self.out = conv(w0, c.latent_channels)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+
+    def embed(self, t: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        return self.time_mlp(timestep_embedding(t, self.config.emb_dim)) + self.text_mlp(text)
+
+    def forward(self, z: torch.Tensor, t: torch.Tensor, gbuffer: torch.Tensor,
+                text: torch.Tensor) -> torch.Tensor:
+        """Velocity ``eps - x`` for noisy latents ``z`` (B, T, C, h, w) at times ``t`` (B,)."""
+        c = self.config
+        if z.ndim != 5 or z.shape[2] != c.latent_channels:
+            raise ValueError(f"z: expected (B, T, {c.latent_channels}, h, w), got {tuple(z.shape)}")
+        B, T, C, h, w = z.shape
+        if gbuffer.shape != (B, T, c.gbuffer_channels, h, w):
+            raise ValueError(f"gbuffer: expected {(B, T, c.gbuffer_channels, h, w)}, got {tuple(gbuffer.shape)}")
+        if text.shape != (B, c.text_dim) or t.shape != (B,):
+            raise ValueError(f"text must be (B, {c.text_dim}) and t (B,), got {tuple(text.shape)}, {tuple(t.shape)}")
+        if h % 2 or w % 2:
+            raise ValueError(f"latent size must be even, got {h}x{w}")
+        emb = self.embed(t, text).repeat_interleave(T, 0)                    # (B*T, E)
+        x = self.stem(torch.cat([z, gbuffer], 2).reshape(B * T, -1, h, w))
+        for blk in self.down0:
+            x = blk(x, emb, T)
+        skip = x
+        x = self.down(x)
+        for blk in self.mid:
+            x = blk(x, emb, T)
+        x = torch.cat([self.up(x), skip], 1)
+        for blk in self.up0:
+            x = blk(x, emb, T)
+        v = self.out(nn.functional.silu(self.out_norm(x)))
+        return v.reshape(B, T, C, h, w)
+
+    def save_pretrained(self, folder, **metadata) -> None:
+        save_pretrained(self, folder, **metadata)
+
+    @classmethod
+    def from_pretrained(cls, folder) -> "Teacher":
+        return from_pretrained(cls, TeacherConfig, folder)

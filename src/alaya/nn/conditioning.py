@@ -1,0 +1,51 @@
+"""Conditioning layers: sinusoidal time embedding, adaptive group norm, temporal mixing."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
+    """(B,) times in [0, 1] -> (B, dim) sinusoidal features (Vaswani et al. 2017; DDPM)."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device) / half)
+    args = (t.float() * 1000)[:, None] * freqs[None]
+    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+
+class AdaGroupNorm(nn.Module):
+    """GroupNorm whose scale and shift come from a conditioning vector (FiLM / AdaGN)."""
+
+    def __init__(self, channels: int, cond_dim: int, groups: int = 8):
+        super().__init__()
+        self.norm = nn.GroupNorm(groups, channels, affine=False)
+        self.proj = nn.Linear(cond_dim, 2 * channels)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        scale, shift = self.proj(cond)[:, :, None, None].chunk(2, dim=1)
+        return self.norm(x) * (1 + scale) + shift
+
+
+class TemporalConv(nn.Module):
+    """Mixes features across frames with a 1D convolution over time at every pixel.
+    ``causal=False`` looks both ways (the teacher); ``causal=True`` only at the past."""
+
+    def __init__(self, channels: int, kernel: int = 3, causal: bool = False):
+        super().__init__()
+        self.kernel, self.causal = kernel, causal
+        self.conv = nn.Conv1d(channels, channels, kernel)
+        nn.init.zeros_(self.conv.weight)
+        nn.init.zeros_(self.conv.bias)
+
+    def forward(self, x: torch.Tensor, frames: int) -> torch.Tensor:
+        bt, c, h, w = x.shape
+        seq = x.reshape(bt // frames, frames, c, h * w).permute(0, 3, 2, 1).reshape(-1, c, frames)
+        pad = (self.kernel - 1, 0) if self.causal else ((self.kernel - 1) // 2, self.kernel // 2)
+        y = self.conv(nn.functional.pad(seq, pad, mode="replicate"))
+        y = y.reshape(bt // frames, h * w, c, frames).permute(0, 3, 2, 1).reshape(bt, c, h, w)
+        return x + y

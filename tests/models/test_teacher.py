@@ -1,0 +1,62 @@
+"""Teacher contracts: shapes, bidirectional time mixing, conditioning, input errors."""
+
+import pytest
+import torch
+
+from alaya.models.teacher import Teacher, TeacherConfig
+
+TINY = TeacherConfig(latent_channels=4, gbuffer_channels=8, text_dim=6, widths=(16, 16),
+                     blocks=1, emb_dim=16)
+
+
+def randomised(cfg=TINY):
+    torch.manual_seed(0)
+    m = Teacher(cfg).eval()
+    with torch.no_grad():            # zero-initialised outputs would hide every dependency
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return m
+
+
+def inputs(B=2, T=3, h=4, w=6):
+    return (torch.randn(B, T, 4, h, w), torch.rand(B), torch.randn(B, T, 8, h, w), torch.randn(B, 6))
+
+
+def test_shapes_and_zero_init():
+    z, t, g, txt = inputs()
+    fresh = Teacher(TINY)
+    assert torch.count_nonzero(fresh(z, t, g, txt)) == 0      # output layer starts at zero
+    assert randomised()(z, t, g, txt).shape == z.shape
+
+
+def test_frames_see_the_past_and_the_future():
+    m = randomised()
+    z, t, g, txt = inputs()
+    base = m(z, t, g, txt)
+    z2 = z.clone()
+    z2[:, 2] += 1.0                                        # change the last frame
+    out = m(z2, t, g, txt)
+    assert not torch.allclose(out[:, 0], base[:, 0])       # the first frame notices (bidirectional)
+    g2 = g.clone()
+    g2[1] += 1.0
+    out = m(z, t, g2, txt)
+    assert torch.allclose(out[0], base[0]) and not torch.allclose(out[1], base[1])  # batch-independent
+
+
+def test_text_and_time_condition_the_output():
+    m = randomised()
+    z, t, g, txt = inputs()
+    base = m(z, t, g, txt)
+    assert not torch.allclose(m(z, t, g, torch.zeros_like(txt)), base)
+    assert not torch.allclose(m(z, t * 0.5, g, txt), base)
+
+
+def test_bad_shapes():
+    m = Teacher(TINY)
+    z, t, g, txt = inputs()
+    with pytest.raises(ValueError, match="z: expected"):
+        m(z[:, :, :3], t, g, txt)
+    with pytest.raises(ValueError, match="gbuffer"):
+        m(z, t, g[:, :2], txt)
+    with pytest.raises(ValueError, match="text"):
+        m(z, t, g, txt[:, :3])
