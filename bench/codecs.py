@@ -47,12 +47,32 @@ def quality(ae, enc, dec, data: str, frames: int) -> dict:
             "tiny_gbuffer_encoder_rel_mse": round(q["gbuffer_latent_rel_mse"], 5)}
 
 
+@torch.no_grad()
+def write_sheet(ae, dec, data: str, path: str, rows: int = 7) -> None:
+    """Rows of test frames (one per style): ground truth | full codec | tiny decoder."""
+    from PIL import Image
+
+    from alaya.data.frames import FrameBank
+    bank = FrameBank.load(data, "test")
+    n, s, t, _, _ = bank.shape
+    x = torch.stack([torch.from_numpy(bank.rgb[i % n, i % s, t - 1]) for i in range(rows)])
+    x = x.permute(0, 3, 1, 2).float().contiguous() / 255
+    prev = torch.stack([torch.from_numpy(bank.rgb[i % n, i % s, t - 2]) for i in range(rows)])
+    prev = prev.permute(0, 3, 1, 2).float().contiguous() / 255
+    z = ae.encode(torch.cat([prev, x]))
+    full = ae.decode(z[rows:])
+    tiny = dec.decode_sequence(torch.stack([z[:rows], z[rows:]], 1))[:, 1]
+    grid = torch.cat([torch.cat([a, b, c], 2) for a, b, c in zip(x, full, tiny)], 1)
+    Image.fromarray((grid.permute(1, 2, 0).clamp(0, 1) * 255).round().byte().numpy()).save(path)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--weights", default="weights")
     p.add_argument("--data", default=None, help="dataset folder for the quality numbers")
     p.add_argument("--frames", type=int, default=64)
     p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--sheet", default=None, help="write a PNG: ground truth | full | tiny (needs --data)")
     args = p.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     from diffusers import AutoencoderTiny
@@ -90,6 +110,8 @@ def main() -> None:
         result["autoencoder_tiny_ms"] / result["tiny_decoder_ms"], 2)
     if args.data:
         result.update(quality(ae, enc, dec, args.data, args.frames))
+        if args.sheet:
+            write_sheet(ae, dec, args.data, args.sheet)
         result["tiny_minus_full_psnr"] = round(result["tiny_decoder_psnr"] - result["full_psnr"], 3)
     for k, v in result.items():
         print(f"{k:45s} {v}")

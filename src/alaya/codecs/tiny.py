@@ -48,6 +48,11 @@ class TinyGBufferEncoder(nn.Module):
             ResBlock(2 * w, groups=g),
             conv(2 * w, c.latent_channels * g, groups=g),
         )
+        # linear 8x8 block path per modality, initialised from the full codec's block transform
+        self.linear = nn.Sequential(nn.PixelUnshuffle(8),
+                                    nn.Conv2d(192 * g, c.latent_channels * g, 1, groups=g))
+        nn.init.zeros_(self.net[-1].weight)
+        nn.init.zeros_(self.net[-1].bias)
 
     @staticmethod
     def _gather_index(modalities: tuple[str, ...]) -> torch.Tensor:
@@ -61,10 +66,25 @@ class TinyGBufferEncoder(nn.Module):
             idx += [offsets[m] + min(i, n - 1) for i in range(3)]
         return torch.tensor(idx, dtype=torch.long)
 
+    @torch.no_grad()
+    def init_from_autoencoder(self, ae) -> None:
+        """Copy the full codec's linear block transform into every modality's linear path,
+        folding in how each modality image is made from the raw channels (``modality_images``)."""
+        W = ae.encode_linear[1].weight[:, :, 0, 0]                 # (C, 192) over 2 * image - 1
+        c = ae.encode_linear[1].bias
+        C = W.shape[0]
+        w_out = self.linear[1].weight
+        b_out = self.linear[1].bias
+        for m, name in enumerate(self.config.modalities):
+            a, b = (0.5, 0.5) if name == "normal" else (1.0, 0.0)   # image = a * raw + b
+            w_out[m * C:(m + 1) * C, :, 0, 0] = 2 * a * W
+            b_out[m * C:(m + 1) * C] = c + W.sum(1) * (2 * b - 1)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, 9, H, W) raw G-buffer (``gbuffer_input``) -> (B, 5 * C, H/8, W/8)."""
         check_image(x, GBUFFER_INPUT_CHANNELS, 8, "tiny G-buffer encoder input")
-        return bounded(self.net(x.index_select(1, self.gather)))
+        x = x.index_select(1, self.gather)
+        return bounded(self.linear(x) + self.net(x), 4.0)
 
     def save_pretrained(self, folder, **metadata) -> None:
         save_pretrained(self, folder, **metadata)
@@ -95,6 +115,14 @@ class TinyDecoder(nn.Module):
             Upsample(w2, w1), conv(w1, w1), nn.ReLU(inplace=True),
             conv(w1, 12), nn.PixelShuffle(2),     # 2x2 pixel blocks from the 1/2-res features
         )
+        # linear 8x8 block path, initialised from the full decoder's (init_from_autoencoder)
+        self.linear = nn.Sequential(nn.Conv2d(c.latent_channels, 192, 1), nn.PixelShuffle(8))
+        nn.init.zeros_(self.body[-2].weight)
+        nn.init.zeros_(self.body[-2].bias)
+
+    @torch.no_grad()
+    def init_from_autoencoder(self, ae) -> None:
+        self.linear[0].load_state_dict(ae.decode_linear[0].state_dict())
 
     def forward(self, z: torch.Tensor, previous: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,7 +137,7 @@ class TinyDecoder(nn.Module):
                 raise ValueError(f"tiny decoder state has shape {tuple(prev.shape)}, "
                                  f"expected {tuple(h.shape)}; call reset() between streams")
             x = h + self.memory(torch.cat([h, prev], 1))
-        img = self.body(x) * 0.5 + 0.5
+        img = (self.linear(z) + self.body(x)) * 0.5 + 0.5
         return (img if self.training else img.clamp(0, 1)), h
 
     def decode_sequence(self, z: torch.Tensor) -> torch.Tensor:

@@ -92,6 +92,8 @@ def train_tiny_codecs(cfg: TinyCodecTrainConfig) -> TinyCodecs:
     torch.manual_seed(tc.seed)
     enc = TinyGBufferEncoder(cfg.encoder or TinyGBufferEncoderConfig(latent_channels=C))
     dec = TinyDecoder(cfg.decoder or TinyDecoderConfig(latent_channels=C))
+    enc.init_from_autoencoder(ae)      # both start from the full codec's block transforms
+    dec.init_from_autoencoder(ae)
     codecs = TinyCodecs(enc, dec)
     gl_var = float(train_t["gb_latent"].float().var())
 
