@@ -83,6 +83,8 @@ def test_streaming_decode_matches_sequence_and_state_semantics():
     dec = TinyDecoder(TinyDecoderConfig(latent_channels=4, channels=(8, 8, 8))).eval()
     z = torch.randn(1, 5, 4, 4, 4)
     with torch.no_grad():
+        for p in dec.parameters():            # zero-initialised layers would hide the memory
+            p.add_(torch.randn_like(p) * 0.1)
         seq = dec.decode_sequence(z)
         stream = StreamingDecoder(dec)
         frames = [stream.decode(z[:, t]) for t in range(5)]
@@ -109,3 +111,19 @@ def test_gbuffer_latents_stack_every_modality():
     z = teacher_gbuffer_latents(ae, x)
     assert z.shape == (2, 20, 2, 2)
     assert torch.allclose(z[:, :4], ae.encode(x[:, :3]))      # albedo block comes first
+
+
+def test_tiny_codecs_initialised_from_the_full_codec_match_its_linear_path():
+    torch.manual_seed(3)
+    ae = Autoencoder(SMALL_AE).eval()            # conv branches start at zero: a pure block codec
+    ae.init_linear_path(torch.rand(8, 3, 32, 32))
+    enc = TinyGBufferEncoder(TinyGBufferEncoderConfig(latent_channels=4, width=2)).eval()
+    dec = TinyDecoder(TinyDecoderConfig(latent_channels=4, channels=(8, 8, 8))).eval()
+    enc.init_from_autoencoder(ae)
+    dec.init_from_autoencoder(ae)
+    raw = torch.rand(2, 9, 32, 32)
+    raw[:, 3:6] = raw[:, 3:6] * 2 - 1                 # normals in [-1, 1]
+    with torch.no_grad():
+        assert torch.allclose(enc(raw), teacher_gbuffer_latents(ae, raw), atol=1e-4)
+        z = ae.encode(torch.rand(2, 3, 32, 32))
+        assert torch.allclose(dec(z)[0], ae.decode(z), atol=1e-5)

@@ -39,18 +39,15 @@ class TinyGBufferEncoder(nn.Module):
         # pad every modality to 3 input channels so the branches are equal groups
         self.register_buffer("gather", self._gather_index(c.modalities), persistent=False)
         w = c.width * g
-        # 4x4 blocks to channels first (keeps each modality's channels contiguous, so the
-        # groups stay one branch per modality), then two grouped stages down to 1/8
+        # every layer is grouped, one branch per modality; the first layer and the linear path
+        # read each 8x8 block directly with stride-8 convolutions (no pixel shuffles)
         self.net = nn.Sequential(
-            nn.PixelUnshuffle(4), conv(48 * g, w, 1, groups=g), nn.ReLU(inplace=True),
-            conv(w, w, groups=g), nn.ReLU(inplace=True),
-            conv(w, 2 * w, stride=2, groups=g), nn.ReLU(inplace=True),
+            nn.Conv2d(3 * g, 2 * w, 8, 8, groups=g), nn.ReLU(inplace=True),
             ResBlock(2 * w, groups=g),
             conv(2 * w, c.latent_channels * g, groups=g),
         )
         # linear 8x8 block path per modality, initialised from the full codec's block transform
-        self.linear = nn.Sequential(nn.PixelUnshuffle(8),
-                                    nn.Conv2d(192 * g, c.latent_channels * g, 1, groups=g))
+        self.linear = nn.Conv2d(3 * g, c.latent_channels * g, 8, 8, groups=g)
         nn.init.zeros_(self.net[-1].weight)
         nn.init.zeros_(self.net[-1].bias)
 
@@ -73,12 +70,11 @@ class TinyGBufferEncoder(nn.Module):
         W = ae.encode_linear[1].weight[:, :, 0, 0]                 # (C, 192) over 2 * image - 1
         c = ae.encode_linear[1].bias
         C = W.shape[0]
-        w_out = self.linear[1].weight
-        b_out = self.linear[1].bias
+        W8 = W.reshape(C, 3, 8, 8)                                  # pixel-unshuffle order
         for m, name in enumerate(self.config.modalities):
             a, b = (0.5, 0.5) if name == "normal" else (1.0, 0.0)   # image = a * raw + b
-            w_out[m * C:(m + 1) * C, :, 0, 0] = 2 * a * W
-            b_out[m * C:(m + 1) * C] = c + W.sum(1) * (2 * b - 1)
+            self.linear.weight[m * C:(m + 1) * C] = 2 * a * W8
+            self.linear.bias[m * C:(m + 1) * C] = c + W.sum(1) * (2 * b - 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, 9, H, W) raw G-buffer (``gbuffer_input``) -> (B, 5 * C, H/8, W/8)."""
@@ -97,7 +93,7 @@ class TinyGBufferEncoder(nn.Module):
 @dataclass
 class TinyDecoderConfig:
     latent_channels: int = 32
-    channels: tuple[int, ...] = (64, 48, 24)       # widths at 1/8, 1/4, 1/2 resolution
+    channels: tuple[int, ...] = (48, 32, 16)       # widths at 1/8, 1/4, 1/2 resolution
     temporal: bool = True                          # TAEHV-style memory of the previous frame
 
 
@@ -111,8 +107,8 @@ class TinyDecoder(nn.Module):
                        if c.temporal else None)
         self.body = nn.Sequential(
             nn.ReLU(inplace=True), ResBlock(w3),
-            Upsample(w3, w2), ResBlock(w2),
-            Upsample(w2, w1), conv(w1, w1), nn.ReLU(inplace=True),
+            Upsample(w3, w2), conv(w2, w2), nn.ReLU(inplace=True),
+            Upsample(w2, w1),
             conv(w1, 12), nn.PixelShuffle(2),     # 2x2 pixel blocks from the 1/2-res features
         )
         # linear 8x8 block path, initialised from the full decoder's (init_from_autoencoder)

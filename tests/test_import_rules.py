@@ -1,0 +1,23 @@
+"""Imports flow one way (docs/architecture.md)."""
+
+import subprocess
+import sys
+
+import pytest
+
+RULES = [
+    ("alaya.data.clipio, alaya.data.dataset, alaya.data.validate, alaya.data.importer",
+     ("alaya.engine", "alaya.models", "alaya.codecs", "alaya.train")),
+    ("alaya.engine.stream, alaya.engine.datagen", ("alaya.models", "alaya.codecs", "alaya.train")),
+    ("alaya.text", ("alaya.models", "alaya.train", "alaya.engine")),
+    ("alaya.models.teacher, alaya.codecs", ("alaya.train", "alaya.engine")),
+]
+
+
+@pytest.mark.parametrize("modules,forbidden", RULES)
+def test_imports_flow_one_way(modules, forbidden):
+    code = (f"import sys, {modules}; "
+            f"print(sorted({{m for m in sys.modules if m.startswith({forbidden!r})}}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", f"{modules} imports {out.stdout.strip()}"
