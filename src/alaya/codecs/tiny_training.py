@@ -107,7 +107,7 @@ def train_tiny_codecs(cfg: TinyCodecTrainConfig) -> TinyCodecs:
         distill = (frames - full).abs().mean()
         pixel = (frames - gt).abs().mean()
         loss = cfg.encoder_weight * enc_loss + distill + cfg.pixel_weight * pixel
-        return loss, {"enc_rel_mse": float(enc_loss), "dec_distill_l1": float(distill)}
+        return loss, {"enc_rel_mse": float(enc_loss.detach()), "dec_distill_l1": float(distill.detach())}
 
     trainer = Trainer(codecs, tc, loss_fn, lambda m: evaluate_tiny(m, val_t),
                       describe={"tiny": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})

@@ -100,7 +100,7 @@ def train_codec(cfg: CodecTrainConfig) -> Autoencoder:
         l1 = (y - x).abs().mean()
         s = ssim(y.float().clamp(0, 1), x, data_range=1.0, win_size=7)
         loss = l1 + cfg.ssim_weight * (1 - s)
-        return loss, {"l1": float(l1), "ssim": float(s)}
+        return loss, {"l1": float(l1.detach()), "ssim": float(s.detach())}
 
     trainer = Trainer(model, tc, loss_fn, lambda m: evaluate_autoencoder(m, val_bank, cfg.val_frames),
                       describe={"codec": {k: v for k, v in cfg.__dict__.items() if k != "train"}})
