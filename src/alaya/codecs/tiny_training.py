@@ -65,6 +65,10 @@ class TinyCodecs(nn.Module):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
 
+    def forward(self, gbuffer: torch.Tensor, latents: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(G-buffer latents, decoded frames of the latent sequences (B, T, C, h, w))."""
+        return self.encoder(gbuffer), self.decoder.decode_sequence(latents)
+
 
 def evaluate_tiny(codecs: TinyCodecs, targets: dict[str, torch.Tensor], batch: int = 32) -> dict[str, float]:
     """Relative MSE of G-buffer latents; PSNR of tiny vs full decoding against ground truth."""
@@ -99,9 +103,8 @@ def train_tiny_codecs(cfg: TinyCodecTrainConfig) -> TinyCodecs:
 
     def loss_fn(m: TinyCodecs, step: int):
         idx = torch.from_numpy(np.random.default_rng([tc.seed, step]).integers(cfg.pairs, size=tc.batch_size))
-        pred = m.encoder(train_t["gbuffer"][idx].float())
+        pred, frames = m(train_t["gbuffer"][idx].float(), train_t["latent"][idx].float())
         enc_loss = ((pred - train_t["gb_latent"][idx].float()) ** 2).mean() / gl_var
-        frames = m.decoder.decode_sequence(train_t["latent"][idx].float())
         full = train_t["full"][idx].float() / 255
         gt = train_t["rgb"][idx].float() / 255
         distill = (frames - full).abs().mean()

@@ -96,7 +96,7 @@ def train_codec(cfg: CodecTrainConfig) -> Autoencoder:
 
     def loss_fn(m: Autoencoder, step: int):
         x = codec_batch(train_bank, tc.batch_size, cfg.crop, cfg.gbuffer_fraction, tc.seed, step)
-        y = m.decode(m.encode(x))
+        y = m(x)                            # forward, so DistributedDataParallel syncs
         l1 = (y - x).abs().mean()
         s = ssim(y.float().clamp(0, 1), x, data_range=1.0, win_size=7)
         loss = l1 + cfg.ssim_weight * (1 - s)

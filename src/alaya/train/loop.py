@@ -1,10 +1,15 @@
 """The training loop shared by every model: cosine LR with warm-up, gradient clipping, EMA,
 optional bf16 autocast, periodic validation, CSV metrics, checkpoints that resume after a kill.
 
-The caller supplies ``loss_fn(model, step) -> (loss, {metric: float})`` (which draws its own
-batch, deterministically from the step) and optionally ``validate(model) -> {metric: float}``,
+The caller supplies ``loss_fn(model, index) -> (loss, {metric: float})`` (which draws its own
+batch, deterministically from ``index``) and optionally ``validate(model) -> {metric: float}``,
 called with the EMA weights when EMA is on. A run folder holds ``config.json`` (resolved),
 ``metrics.jsonl``, ``latest.json`` + ``ckpt_*/``.
+
+Under ``torchrun`` the same loop runs data-parallel (DistributedDataParallel, gloo on CPU, nccl
+on GPU): ``index = step * world_size + rank``, so every rank draws different batches and a
+single process sees exactly the batches of ``index = step``. Rank 0 logs, validates and writes
+checkpoints; all ranks resume from them.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import torch
 from tqdm import tqdm
 
 from alaya.nn.pretrained import atomic_write_text
+from alaya.train import distributed
 from alaya.train.checkpoint import load_checkpoint, save_checkpoint
 
 LossFn = Callable[[torch.nn.Module, int], tuple[torch.Tensor, dict[str, float]]]
@@ -58,6 +64,7 @@ class Trainer:
     def __init__(self, model: torch.nn.Module, config: TrainConfig, loss_fn: LossFn,
                  validate: ValFn | None = None, describe: dict | None = None):
         self.model, self.config, self.loss_fn, self.validate = model, config, loss_fn, validate
+        self.dist = distributed.setup()
         self.run_dir = Path(config.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
@@ -72,6 +79,8 @@ class Trainer:
         return self.ema if self.ema is not None else self.model
 
     def _log(self, row: dict) -> None:
+        if not self.dist.is_main:
+            return
         with open(self.run_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
 
@@ -93,22 +102,33 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
-        atomic_write_text(self.run_dir / "config.json", json.dumps(
-            {"train": dataclasses.asdict(cfg), **self.describe}, indent=2, default=str))
+        info = self.dist
+        if info.is_main:
+            atomic_write_text(self.run_dir / "config.json", json.dumps(
+                {"train": dataclasses.asdict(cfg), "world_size": info.world_size, **self.describe},
+                indent=2, default=str))
+        distributed.barrier(info)
         state = load_checkpoint(self.run_dir, self.model, self.opt, self.ema)
         if state is not None:
             self.step = state["step"]
             self.last_val = state.get("val", {})
-            self._truncate_log(self.step)
-        bar = tqdm(total=cfg.steps, initial=self.step, desc=self.run_dir.name, disable=not cfg.progress,
-                   dynamic_ncols=True)
+            if info.is_main:
+                self._truncate_log(self.step)
+        distributed.broadcast_module(self.model, info)
+        if self.ema is not None:
+            distributed.broadcast_module(self.ema, info)
+        train_model = self.model
+        if info.world_size > 1:
+            train_model = torch.nn.parallel.DistributedDataParallel(self.model)
+        bar = tqdm(total=cfg.steps, initial=self.step, desc=self.run_dir.name,
+                   disable=not (cfg.progress and info.is_main), dynamic_ncols=True)
         self.model.train()
         t0 = time.time()
         while self.step < cfg.steps:
             for group in self.opt.param_groups:
                 group["lr"] = cfg.lr_at(self.step)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
-                loss, metrics = self.loss_fn(self.model, self.step)
+                loss, metrics = self.loss_fn(train_model, self.step * info.world_size + info.rank)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"step {self.step}: loss is {loss.item()}; "
                                          f"last checkpoint in {self.run_dir}")
@@ -128,7 +148,8 @@ class Trainer:
                 row = {"step": self.step, "loss": float(loss), "grad_norm": float(grad_norm),
                        "lr": cfg.lr_at(self.step - 1), "elapsed_s": round(time.time() - t0, 1),
                        **{k: float(v) for k, v in metrics.items()}}
-                if self.validate is not None and (self.step % cfg.val_every == 0 or self.step == cfg.steps):
+                if (self.validate is not None and info.is_main
+                        and (self.step % cfg.val_every == 0 or self.step == cfg.steps)):
                     self.model.eval()
                     with torch.no_grad():
                         self.last_val = {f"val_{k}": float(v) for k, v in self.validate(self.eval_model).items()}
@@ -138,7 +159,9 @@ class Trainer:
                 bar.set_postfix({k: f"{v:.4g}" for k, v in row.items()
                                  if k in ("loss", *self.last_val)})
             if self.step % cfg.ckpt_every == 0 or self.step == cfg.steps:
-                save_checkpoint(self.run_dir, self.step, self.model, self.opt, self.ema,
-                                {"val": self.last_val})
+                if info.is_main:
+                    save_checkpoint(self.run_dir, self.step, self.model, self.opt, self.ema,
+                                    {"val": self.last_val})
+                distributed.barrier(info)
         bar.close()
         return self.eval_model
