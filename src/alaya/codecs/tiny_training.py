@@ -115,6 +115,8 @@ def train_tiny_codecs(cfg: TinyCodecTrainConfig) -> TinyCodecs:
     trainer = Trainer(codecs, tc, loss_fn, lambda m: evaluate_tiny(m, val_t),
                       describe={"tiny": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})
     codecs = trainer.run().eval()
+    if not trainer.dist.is_main:           # under torchrun, rank 0 evaluates and saves
+        return codecs
     test_t = build_targets(ae, FrameBank.load(cfg.data, "test"), 256, tc.seed + 2, progress=False)
     test = evaluate_tiny(codecs, test_t)
     trained = {"steps": tc.steps, "batch_size": tc.batch_size, "pairs": cfg.pairs, "data": cfg.data,

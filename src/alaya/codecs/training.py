@@ -105,6 +105,8 @@ def train_codec(cfg: CodecTrainConfig) -> Autoencoder:
     trainer = Trainer(model, tc, loss_fn, lambda m: evaluate_autoencoder(m, val_bank, cfg.val_frames),
                       describe={"codec": {k: v for k, v in cfg.__dict__.items() if k != "train"}})
     model = trainer.run().eval()
+    if not trainer.dist.is_main:           # under torchrun, rank 0 evaluates and saves
+        return model
     test = evaluate_autoencoder(model, FrameBank.load(cfg.data, "test"), 256)
     model.save_pretrained(cfg.out, metrics={"test": test}, trained={
         "steps": tc.steps, "batch_size": tc.batch_size, "crop": cfg.crop, "data": cfg.data,
