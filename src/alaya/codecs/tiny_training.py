@@ -70,6 +70,7 @@ class TinyCodecs(nn.Module):
         return self.encoder(gbuffer), self.decoder.decode_sequence(latents)
 
 
+@torch.no_grad()
 def evaluate_tiny(codecs: TinyCodecs, targets: dict[str, torch.Tensor], batch: int = 32) -> dict[str, float]:
     """Relative MSE of G-buffer latents; PSNR of tiny vs full decoding against ground truth."""
     err, var, p_tiny, p_full = [], [], [], []

@@ -69,6 +69,7 @@ def codec_batch(bank: FrameBank, batch: int, crop: int | None, gbuffer_fraction:
     return torch.stack([img[:, y:y + h, x:x + w] for img, y, x in zip(images, ys, xs)])
 
 
+@torch.no_grad()
 def evaluate_autoencoder(model: Autoencoder, bank: FrameBank, frames: int, seed: int = 123,
                          batch: int = 16) -> dict[str, float]:
     """PSNR/SSIM of full-frame RGB reconstructions, and PSNR of G-buffer modality images."""
