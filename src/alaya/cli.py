@@ -60,6 +60,11 @@ def _train(a: argparse.Namespace) -> int:
                                autoencoder=AutoencoderConfig(latent_channels=a.latent_channels),
                                train=train)
         model = train_codec(cfg)
+    elif a.what == "teacher":
+        from alaya.models.teacher_training import TeacherTrainConfig, train_teacher
+        model = train_teacher(TeacherTrainConfig(data=a.data, autoencoder=a.autoencoder,
+                                                 out=a.out or "weights/teacher", frames=a.frames,
+                                                 train=train))
     else:
         from alaya.codecs.tiny_training import TinyCodecTrainConfig, train_tiny_codecs
         cfg = TinyCodecTrainConfig(data=a.data, autoencoder=a.autoencoder, train=train,
@@ -128,18 +133,19 @@ def build_parser() -> argparse.ArgumentParser:
     gb.set_defaults(func=_import)
 
     tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
-    tr.add_argument("what", choices=["codec", "tiny-codecs"])
+    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher"])
     tr.add_argument("--data", required=True, help="dataset folder (alaya datagen)")
     tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
     tr.add_argument("--out", help="save_pretrained folder for the result")
     tr.add_argument("--out-decoder", help="tiny-codecs: folder for the tiny decoder")
-    tr.add_argument("--autoencoder", default="weights/autoencoder", help="tiny-codecs: the full codec")
+    tr.add_argument("--autoencoder", default="weights/autoencoder", help="the full codec (tiny-codecs, teacher)")
     tr.add_argument("--steps", type=int, default=2000)
     tr.add_argument("--batch-size", type=int, default=32)
     tr.add_argument("--lr", type=float, default=1e-3)
     tr.add_argument("--crop", type=int, default=64)
     tr.add_argument("--latent-channels", type=int, default=32)
     tr.add_argument("--pairs", type=int, default=1536, help="tiny-codecs: cached frame pairs")
+    tr.add_argument("--frames", type=int, default=8, help="teacher: frames per training window")
     tr.add_argument("--ema", type=float, default=0.0)
     tr.add_argument("--bf16", action="store_true")
     tr.add_argument("--val-every", type=int, default=250)

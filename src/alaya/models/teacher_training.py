@@ -1,0 +1,97 @@
+"""Training recipe for the teacher (``alaya train teacher``): rectified flow on clip windows of
+cached latents, conditioned on G-buffer latents and a prompt embedding.
+
+Each sample: a clip, a style, a window of ``frames`` consecutive frames; the target is that
+style's RGB latents, the condition the window's G-buffer latents plus the embedding of one of
+the style's phrasings from ``dataset.json`` (dropped to the zero vector with probability
+``prompt_dropout``, for classifier-free guidance). Times are logit-normal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from alaya.codecs.autoencoder import Autoencoder
+from alaya.codecs.latent_cache import build_latent_cache, load_latents
+from alaya.data.dataset import ClipDataset
+from alaya.diffusion.flow import flow_matching_loss, logit_normal_t
+from alaya.models.teacher import Teacher, TeacherConfig
+from alaya.text import PromptEncoder
+from alaya.train.loop import TrainConfig, Trainer
+
+
+@dataclass
+class TeacherTrainConfig:
+    data: str
+    autoencoder: str = "weights/autoencoder"
+    out: str = "weights/teacher"
+    frames: int = 8
+    prompt_dropout: float = 0.1
+    teacher: TeacherConfig | None = None
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/teacher", batch_size=8,
+                                                                   lr=3e-4))
+
+
+class LatentClips:
+    """Cached latents of one split in memory, with the prompt embeddings of every style."""
+
+    def __init__(self, data: str, folder, split: str, encoder: PromptEncoder):
+        ds = ClipDataset(data)
+        ids = ds.ids(split)
+        if not ids:
+            raise ValueError(f"{data}: split '{split}' has no clips")
+        loaded = [load_latents(folder / f"{cid}.safetensors") for cid in ids]
+        self.styles = loaded[0][1]
+        self.rgb = torch.stack([t["rgb"] for t, _ in loaded])          # (N, S, T, C, h, w)
+        self.gbuffer = torch.stack([t["gbuffer"] for t, _ in loaded])  # (N, T, G, h, w)
+        self.phrasings = [encoder.encode(ds.meta.styles[s]["phrasings"]) for s in self.styles]
+
+    def batch(self, size: int, frames: int, seed: int, index: int, dropout: float):
+        n, s, t = self.rgb.shape[:3]
+        if frames > t:
+            raise ValueError(f"window of {frames} frames but clips have {t}")
+        rng = np.random.default_rng([seed, index])
+        c, st, f0 = rng.integers(n, size=size), rng.integers(s, size=size), rng.integers(t - frames + 1, size=size)
+        win = torch.from_numpy(f0[:, None] + np.arange(frames))
+        x = self.rgb[torch.from_numpy(c)[:, None], torch.from_numpy(st)[:, None], win].float()
+        g = self.gbuffer[torch.from_numpy(c)[:, None], win].float()
+        text = torch.stack([self.phrasings[k][rng.integers(len(self.phrasings[k]))] for k in st])
+        text[torch.from_numpy(rng.random(size) < dropout)] = 0.0
+        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        return x, g, text, logit_normal_t(size, gen), torch.randn(x.shape, generator=gen)
+
+
+def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
+    ae = Autoencoder.from_pretrained(cfg.autoencoder).eval()
+    folder = build_latent_cache(cfg.data, ae, progress=cfg.train.progress)
+    encoder = PromptEncoder()
+    train, val = (LatentClips(cfg.data, folder, s, encoder) for s in ("train", "val"))
+    C = ae.latent_channels
+    tc = cfg.train
+    torch.manual_seed(tc.seed)
+    model = Teacher(cfg.teacher or TeacherConfig(latent_channels=C, gbuffer_channels=5 * C,
+                                                 prompt_dropout=cfg.prompt_dropout))
+
+    def loss_fn(m, index: int):
+        x, g, text, t, eps = train.batch(tc.batch_size, cfg.frames, tc.seed, index, cfg.prompt_dropout)
+        return flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps), {}
+
+    def validate(m) -> dict[str, float]:
+        losses = []
+        for i in range(4):
+            x, g, text, t, eps = val.batch(tc.batch_size, cfg.frames, 1234, i, 0.0)
+            losses.append(float(flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)))
+        return {"flow_loss": float(np.mean(losses))}
+
+    trainer = Trainer(model, tc, loss_fn, validate,
+                      describe={"teacher": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})
+    model = trainer.run().eval()
+    if trainer.dist.is_main:
+        model.save_pretrained(cfg.out, trained={"steps": tc.steps, "batch_size": tc.batch_size,
+                                                "frames": cfg.frames, "data": cfg.data,
+                                                "run_dir": tc.run_dir, "autoencoder": cfg.autoencoder},
+                              metrics={"val": trainer.last_val})
+    return model

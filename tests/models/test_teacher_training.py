@@ -1,0 +1,22 @@
+"""The teacher recipe trains end to end on a tiny dataset and saves a loadable model."""
+
+import torch
+
+from alaya.codecs import Autoencoder, AutoencoderConfig
+from alaya.models.teacher import Teacher, TeacherConfig
+from alaya.models.teacher_training import TeacherTrainConfig, train_teacher
+from alaya.train.loop import TrainConfig
+
+
+def test_teacher_recipe(tiny_dataset, tmp_path):
+    torch.manual_seed(0)
+    Autoencoder(AutoencoderConfig(latent_channels=4, channels=(8, 8, 8))).save_pretrained(tmp_path / "ae")
+    cfg = TeacherTrainConfig(
+        data=str(tiny_dataset), autoencoder=str(tmp_path / "ae"), out=str(tmp_path / "teacher"), frames=2,
+        teacher=TeacherConfig(latent_channels=4, gbuffer_channels=20, widths=(8, 8), blocks=1, emb_dim=8),
+        train=TrainConfig(run_dir=str(tmp_path / "run"), steps=3, batch_size=2, log_every=1, val_every=3,
+                          ckpt_every=3, progress=False, warmup=1))
+    train_teacher(cfg)
+    t = Teacher.from_pretrained(tmp_path / "teacher")
+    assert t.config.latent_channels == 4
+    assert "flow_loss" in (tmp_path / "teacher" / "config.json").read_text()
