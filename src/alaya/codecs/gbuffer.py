@@ -39,7 +39,6 @@ def gbuffer_input(frame: Mapping[str, np.ndarray | torch.Tensor]) -> torch.Tenso
 
     depth = t("depth").float()
     H, W = depth.shape[-2:]
-    lead = depth.shape[:-2]
     albedo = t("albedo").float().reshape(-1, H, W, 3) / 255.0
     normal = t("normal").float().reshape(-1, H, W, 3)
     rough = t("roughness").float().reshape(-1, H, W, 1) / 255.0
@@ -48,7 +47,6 @@ def gbuffer_input(frame: Mapping[str, np.ndarray | torch.Tensor]) -> torch.Tenso
     x = torch.cat([albedo, normal, d, rough, metal], -1).permute(0, 3, 1, 2).contiguous()
     if not torch.isfinite(x).all():
         raise ValueError("G-buffer frame contains NaN or infinite values")
-    del lead
     return x
 
 

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from pytorch_msssim import ssim
 
 from alaya.codecs.autoencoder import Autoencoder, AutoencoderConfig
-from alaya.codecs.gbuffer import MODALITIES, gbuffer_input, modality_images, teacher_gbuffer_latents
+from alaya.codecs.gbuffer import MODALITIES, gbuffer_input, modality_images
 from alaya.data.frames import FrameBank
 from alaya.train.loop import TrainConfig, Trainer
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -38,7 +38,6 @@ class DatagenConfig:
     fps: float = 30.0
     name: str = "alaya-procedural"
     resume: bool = True
-    extra: dict = field(default_factory=dict)
 
     def check(self) -> None:
         if self.clips < 1 or self.frames < 1:

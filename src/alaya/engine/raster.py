@@ -7,7 +7,6 @@ vectors) are uploaded each frame as a small float texture.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from importlib import resources
 
@@ -130,12 +129,6 @@ def noise_texture(size: int = 64, seed: int = 0) -> np.ndarray:
 
     v = 0.65 * octave(8) + 0.35 * octave(16)
     return np.clip(v * 255, 0, 255).astype(np.uint8)
-
-
-@dataclass
-class Camera:
-    """A camera pose for one frame: OpenGL view matrix (world -> camera, looking down -z)."""
-    world_to_camera: np.ndarray
 
 
 class GBufferRasterizer:
@@ -292,9 +285,3 @@ class GBufferRasterizer:
                     self.sky_vao, self.sky_program,
                     self.program):
             obj.release()
-
-
-def configure_threads(threads: int | None) -> None:
-    """Cap llvmpipe's raster threads (must run before the first context is created)."""
-    if threads is not None:
-        os.environ["LP_NUM_THREADS"] = str(int(threads))

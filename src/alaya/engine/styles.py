@@ -6,7 +6,7 @@ Each :class:`Style` is a parameter set for the deferred shader in ``glsl/lightin
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 Color = tuple[float, float, float]
 
@@ -45,12 +45,11 @@ class Style:
     toon_levels: int = 0                 # > 0: quantised cel shading
     outline: float = 0.0                 # strength of depth/normal edge lines
     vignette: float = 0.15
-    extra: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         d = asdict(self)
         params = {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()
-                  if k not in ("name", "extra", "description", "phrasings")}
+                  if k not in ("name", "description", "phrasings")}
         return {"description": d.pop("description"), "phrasings": list(d.pop("phrasings")),
                 "parameters": params}
 
