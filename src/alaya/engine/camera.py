@@ -118,6 +118,7 @@ class WalkRig:
         self.yaw = rng.uniform(-np.pi, np.pi)
         self.pitch = -0.1
         self.turn = 0.0
+        self.avoid_side = 0.0
         self.command: tuple[float, float, float, float] | None = None
 
     def control(self, world: World) -> None:
@@ -134,9 +135,14 @@ class WalkRig:
                                   for a in (0.6, 0.0, -0.6))
             clearance = min(left, ahead, right)
             forward, strafe = self.speed * float(np.clip((clearance - 0.6) / 1.5, 0.0, 1.0)), 0.0
-            # steer away from the nearer obstacle, harder the closer it is
+            # steer away from the nearer obstacle, harder the closer it is; keep the chosen
+            # side until the way is clear (no dithering between two equal sides)
             avoid = 3.0 * float(np.clip((2.5 - clearance) / 2.0, 0.0, 1.0))
-            turn = self.turn + (avoid if left >= right else -avoid)
+            if avoid == 0.0:
+                self.avoid_side = 0.0
+            elif self.avoid_side == 0.0:
+                self.avoid_side = 1.0 if left >= right else -1.0
+            turn = self.turn + avoid * self.avoid_side
             self.pitch = -0.1 + 0.05 * np.sin(world.data.time * 0.7)
         self.yaw += turn * dt
         fwd = np.array([np.cos(self.yaw), np.sin(self.yaw)])
