@@ -58,6 +58,16 @@ def _fmt(values) -> str:
     return " ".join(f"{float(v):.6g}" for v in values)
 
 
+def terrain_height(heights: np.ndarray | None, half: float, x: float, y: float) -> float:
+    """Height of the nearest height-field sample at (x, y); 0 for flat ground."""
+    if heights is None:
+        return 0.0
+    n = heights.shape[0]
+    i = int(np.clip(round((y + half) / (2 * half) * (n - 1)), 0, n - 1))
+    j = int(np.clip(round((x + half) / (2 * half) * (n - 1)), 0, n - 1))
+    return float(heights[i, j])
+
+
 def _terrain(rng: np.random.Generator, n: int, arena: float, amplitude: float) -> np.ndarray:
     """Smooth rolling terrain from a few random Gaussian bumps and waves, lowest point 0."""
     xs = np.linspace(-arena - 2, arena + 2, n)
@@ -127,12 +137,7 @@ def generate_scene(seed: int, config: SceneConfig | None = None) -> Scene:
         b.static_xml.append(b.geom("box", (A + 2, A + 2, 0.5), ground_mat, ground, pos=(0, 0, -0.5)))
 
     def ground_height(x: float, y: float) -> float:
-        if heights is None:
-            return 0.0
-        n = heights.shape[0]
-        i = int(np.clip(round((y + A + 2) / (2 * (A + 2)) * (n - 1)), 0, n - 1))
-        j = int(np.clip(round((x + A + 2) / (2 * (A + 2)) * (n - 1)), 0, n - 1))
-        return float(heights[i, j])
+        return terrain_height(heights, A + 2, x, y)
 
     # The border: four walls of random height and material close the arena.
     for k, (x, y, yaw) in enumerate([(0, A, 0), (0, -A, 0), (A, 0, 90), (-A, 0, 90)]):

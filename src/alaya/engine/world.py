@@ -10,7 +10,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from alaya.engine.scene import Scene
+from alaya.engine.scene import Scene, terrain_height
 
 
 class World:
@@ -53,22 +53,13 @@ class World:
         amp, omega = self.rng.uniform(1.5, A / 2), self.rng.uniform(0.4, 0.9)
         direction = np.array([np.cos(angle), np.sin(angle)])
         quat = np.array([np.cos(angle / 2), 0, 0, np.sin(angle / 2)])
-        height = self._ground_height(*centre) + 0.35
+        half = self.scene.hfield_size[0] if self.scene.hfield_size else 0.0
+        height = terrain_height(self.scene.heightfield, half, *centre) + 0.35
 
         def pose(t: float):
             xy = centre + direction * amp * np.sin(omega * t)
             return np.array([xy[0], xy[1], height]), quat
         return pose
-
-    def _ground_height(self, x: float, y: float) -> float:
-        h = self.scene.heightfield
-        if h is None:
-            return 0.0
-        half = self.scene.hfield_size[0]
-        n = h.shape[0]
-        gx = np.clip((x + half) / (2 * half) * (n - 1), 0, n - 1)
-        gy = np.clip((y + half) / (2 * half) * (n - 1), 0, n - 1)
-        return float(h[int(round(gy)), int(round(gx))])
 
     def kick(self, body: str, delta_velocity) -> None:
         """Add a velocity change (vx, vy, vz[, wx, wy, wz]) to a dynamic body."""
