@@ -43,3 +43,21 @@ def tiny_dataset(tmp_path_factory):
              for cid in members for info in [meta.clips[cid]]}
     write_meta(root, dataclasses.replace(meta, splits=splits, clips=clips))
     return root
+
+
+@pytest.fixture(scope="session")
+def styles128_dataset(tmp_path_factory):
+    """Three engine clips at 128x128 in every style (one per split): what the shipped style
+    classifier and the evaluation see."""
+    from alaya.data.dataset import read_meta, write_meta
+    from alaya.engine.datagen import DatagenConfig, generate_dataset
+
+    root = tmp_path_factory.mktemp("styles128") / "ds"
+    generate_dataset(DatagenConfig(out=str(root), clips=3, frames=6, size=128, seed=11,
+                                   rigs=("fly",)), progress=False)
+    meta = read_meta(root)
+    ids = sorted(meta.clips)
+    splits = {"train": ids[:1], "val": ids[1:2], "test": ids[2:]}
+    clips = {cid: {**meta.clips[cid], "split": s} for s, members in splits.items() for cid in members}
+    write_meta(root, dataclasses.replace(meta, splits=splits, clips=clips))
+    return root

@@ -64,7 +64,12 @@ def _train(a: argparse.Namespace) -> int:
         from alaya.models.teacher_training import TeacherTrainConfig, train_teacher
         model = train_teacher(TeacherTrainConfig(data=a.data, autoencoder=a.autoencoder,
                                                  out=a.out or "weights/teacher", frames=a.frames,
+                                                 preset=a.preset, text_noise=a.text_noise,
                                                  train=train))
+    elif a.what == "style-classifier":
+        from alaya.evaluation.style_classifier import StyleClassifierTrainConfig, train_style_classifier
+        model = train_style_classifier(StyleClassifierTrainConfig(
+            data=a.data, out=a.out or "weights/style_classifier", train=train))
     else:
         from alaya.codecs.tiny_training import TinyCodecTrainConfig, train_tiny_codecs
         cfg = TinyCodecTrainConfig(data=a.data, autoencoder=a.autoencoder, train=train,
@@ -75,6 +80,73 @@ def _train(a: argparse.Namespace) -> int:
     if a.dry_run:
         return 0
     print(f"trained {type(model).__name__}; run folder {a.run_dir}")
+    return 0
+
+
+def _load_gbuffer_clips(a: argparse.Namespace) -> list[tuple[str, dict]]:
+    """(name, clip arrays) from --clip FILE or --gbuffers FOLDER (converted on the fly)."""
+    from alaya.data.clipio import read_clip
+    if a.clip:
+        return [(Path(a.clip).stem, read_clip(a.clip))]
+    from alaya.data.importer import read_gbuffers
+    return [(Path(a.gbuffers).name, read_gbuffers(a.gbuffers))]
+
+
+def _renderer(model: str, weights: str | None, autoencoder: str, sampler):
+    if model != "teacher":
+        raise ValueError(f"unknown model '{model}' (available: teacher)")
+    from alaya.renderers import TeacherRenderer
+    return TeacherRenderer.from_pretrained(weights or "weights/teacher", autoencoder, sampler=sampler)
+
+
+def _sampler(a: argparse.Namespace):
+    from alaya.renderers import SamplerConfig
+    return SamplerConfig(steps=a.steps, guidance=a.guidance, sampler=a.sampler, shift=a.shift,
+                         window=a.window)
+
+
+def _render(a: argparse.Namespace) -> int:
+    import numpy as np
+
+    from alaya.renderers import write_frames
+    renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a))
+    clips = _load_gbuffer_clips(a)
+    frames = np.concatenate([renderer.render(clip, a.prompt, seed=a.seed)[:a.frames] for _, clip in clips])
+    for path in write_frames(a.out, frames, fps=a.fps)[:3]:
+        print(f"wrote {path}")
+    return 0
+
+
+def _eval(a: argparse.Namespace) -> int:
+    from alaya.evaluation.render_eval import RenderEvalConfig, codec_renderer, evaluate_renderer, public_json
+    from alaya.evaluation.report import write_report
+    cfg = RenderEvalConfig(data=a.data, split=a.split, clips=a.clips, frames=a.frames,
+                           styles=tuple(a.styles) if a.styles else None, paraphrases=not a.no_paraphrases,
+                           classifier=a.classifier, seed=a.seed)
+    if a.model == "reference":
+        from alaya.evaluation.render_eval import reference_renderer as render
+    elif a.model == "codec":
+        from alaya.codecs.autoencoder import Autoencoder
+        render = codec_renderer(Autoencoder.from_pretrained(a.autoencoder).eval())
+    else:
+        renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a))
+
+        def render(clip, style, prompt, seed):
+            return renderer.render(clip, prompt, seed=seed)
+    result = evaluate_renderer(render, cfg, progress=not a.json)
+    if a.report:
+        write_report(result, a.report, f"alaya eval render: {a.model}")
+    out = public_json(result)
+    if a.json:
+        out.pop("rows")
+        print(json.dumps(out))
+    else:
+        for k in ("psnr", "ssim", "warp_error", "reference_warp_error", "flicker", "structure_f1",
+                  "style_accuracy", "style_accuracy_paraphrase", "s_per_frame"):
+            if k in out:
+                print(f"{k:28s} {out[k]:.4f}")
+        if a.report:
+            print(f"report: {Path(a.report) / 'report.md'}")
     return 0
 
 
@@ -133,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     gb.set_defaults(func=_import)
 
     tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
-    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher"])
+    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "style-classifier"])
     tr.add_argument("--data", required=True, help="dataset folder (alaya datagen)")
     tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
     tr.add_argument("--out", help="save_pretrained folder for the result")
@@ -146,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--latent-channels", type=int, default=32)
     tr.add_argument("--pairs", type=int, default=1536, help="tiny-codecs: cached frame pairs")
     tr.add_argument("--frames", type=int, default=8, help="teacher: frames per training window")
+    tr.add_argument("--preset", default="small", help="teacher: size preset (tiny, small, base)")
+    tr.add_argument("--text-noise", type=float, default=1.0, help="teacher: prompt augmentation")
     tr.add_argument("--ema", type=float, default=0.0)
     tr.add_argument("--bf16", action="store_true")
     tr.add_argument("--val-every", type=int, default=250)
@@ -154,6 +228,44 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--dry-run", action="store_true", help=argparse.SUPPRESS)
     tr.set_defaults(func=_train)
+
+    def sampler_args(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--model", default="teacher",
+                       help="renderer: teacher (eval also takes the baselines reference and codec)")
+        q.add_argument("--weights", help="save_pretrained folder (default weights/<model>)")
+        q.add_argument("--autoencoder", default="weights/autoencoder")
+        q.add_argument("--steps", type=int, default=50, help="sampling steps")
+        q.add_argument("--guidance", type=float, default=2.0, help="classifier-free guidance weight")
+        q.add_argument("--sampler", default="euler", choices=["euler", "heun"])
+        q.add_argument("--shift", type=float, default=1.0, help="time-grid shift (>1: more steps at high noise)")
+        q.add_argument("--window", type=int, default=16, help="frames generated jointly")
+        q.add_argument("--seed", type=int, default=0)
+
+    r = sub.add_parser("render", help="G-buffers + a prompt -> video (mp4, gif or png frames)")
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("--clip", help="a clip file (DATASET/clips/ID.npz)")
+    src.add_argument("--gbuffers", help="a folder of per-frame G-buffers + gbuffers.json (docs/import.md)")
+    r.add_argument("--prompt", required=True)
+    r.add_argument("--out", required=True, help="OUT.mp4, OUT.gif, OUT.png (numbered frames) or a folder")
+    r.add_argument("--frames", type=int, default=None, help="at most this many frames per clip")
+    r.add_argument("--fps", type=float, default=30.0)
+    sampler_args(r)
+    r.set_defaults(func=_render)
+
+    ev = sub.add_parser("eval", help="evaluate a model")
+    esub = ev.add_subparsers(dest="kind", required=True)
+    er = esub.add_parser("render", help="a renderer against the reference on held-out clips")
+    er.add_argument("--data", required=True, help="dataset folder (alaya datagen)")
+    er.add_argument("--split", default="test")
+    er.add_argument("--clips", type=int, default=4, help="first N clips of the split")
+    er.add_argument("--frames", type=int, default=16, help="first N frames of each clip")
+    er.add_argument("--styles", nargs="+", default=None)
+    er.add_argument("--no-paraphrases", action="store_true", help="skip the held-out paraphrase pass")
+    er.add_argument("--classifier", default="weights/style_classifier")
+    er.add_argument("--report", help="folder for report.md, results.json and figures")
+    er.add_argument("--json", action="store_true", help="print one JSON object")
+    sampler_args(er)
+    er.set_defaults(func=_eval)
 
     st = sub.add_parser("styles", help="list the reference renderer's styles and phrasings")
     st.add_argument("--json", action="store_true")

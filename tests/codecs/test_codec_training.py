@@ -28,6 +28,9 @@ def test_codec_training_resumes_exactly(tiny_dataset, tmp_path):
     loaded = Autoencoder.from_pretrained(tmp_path / "ae")
     assert "metrics" in (tmp_path / "ae" / "config.json").read_text()
     assert (tmp_path / "resumed" / "metrics.jsonl").read_text().count("\n") == 4   # one row a step
+    csv = (tmp_path / "resumed" / "metrics.csv").read_text().splitlines()
+    assert csv[0].startswith("step,") and len(csv) == 5
+    assert (tmp_path / "resumed" / "metrics.png").stat().st_size > 1000
     assert loaded.config == SMALL
 
 

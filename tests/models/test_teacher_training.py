@@ -20,3 +20,28 @@ def test_teacher_recipe(tiny_dataset, tmp_path):
     t = Teacher.from_pretrained(tmp_path / "teacher")
     assert t.config.latent_channels == 4
     assert "flow_loss" in (tmp_path / "teacher" / "config.json").read_text()
+
+
+def test_prompt_augmentation_stays_near_the_style():
+    import numpy as np
+
+    from alaya.models.teacher_training import augment_prompt
+    phr = torch.eye(8)[:3]                                  # three orthonormal "phrasings"
+    e = augment_prompt(phr, np.random.default_rng(0), 0.0)
+    assert torch.isclose(e.norm(), torch.tensor(1.0)) and torch.all(e[3:] == 0) and torch.all(e[:3] >= 0)
+    for seed in range(20):
+        e = augment_prompt(phr, np.random.default_rng(seed), 1.0)
+        assert torch.isclose(e.norm(), torch.tensor(1.0))
+        assert (e[:3] ** 2).sum() >= 0.5 - 1e-6            # noise norm <= 1 keeps >= 45 degrees
+    a = augment_prompt(phr, np.random.default_rng(5), 1.0)
+    assert torch.equal(a, augment_prompt(phr, np.random.default_rng(5), 1.0))
+
+
+def test_presets():
+    import pytest
+
+    from alaya.models.teacher import teacher_config
+    assert teacher_config("small").widths == (96, 128)
+    assert teacher_config("tiny", blocks=2).blocks == 2
+    with pytest.raises(ValueError, match="preset"):
+        teacher_config("huge")

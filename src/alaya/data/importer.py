@@ -49,7 +49,7 @@ CHANNELS = ("depth", "normal", "albedo", "roughness", "metallic", "material", "i
             "motion", "rgb")
 
 
-def _load_spec(src: Path) -> dict:
+def _load_spec(src: Path, require_rgb: bool = True) -> dict:
     path = src / SPEC_FILE
     try:
         spec = json.loads(path.read_text(encoding="utf-8"))
@@ -67,7 +67,7 @@ def _load_spec(src: Path) -> dict:
         if name not in CHANNELS:
             raise GBufferImportError(path, f"unknown channel (expected {list(CHANNELS)})",
                                      channel=name)
-    if not channels.get("rgb"):
+    if require_rgb and not channels.get("rgb"):
         raise GBufferImportError(path, "at least one rgb style is required", channel="rgb")
     return spec
 
@@ -101,12 +101,13 @@ def _poses(camera: dict, src: Path, n: int) -> np.ndarray:
 class _Source:
     """The parsed input folder: spec, camera, and the frame files of every channel."""
 
-    def __init__(self, src: Path) -> None:
+    def __init__(self, src: Path, require_rgb: bool = True) -> None:
         self.src = src
-        self.spec = _load_spec(src)
+        self.spec = _load_spec(src, require_rgb)
         self.H, self.W = self.spec["height"], self.spec["width"]
         ch = self.spec["channels"]
-        rgb = ch["rgb"] if isinstance(ch["rgb"], list) else [ch["rgb"]]
+        rgb = ch.get("rgb") or []
+        rgb = rgb if isinstance(rgb, list) else [rgb]
         self.channels = {k: v for k, v in ch.items() if k != "rgb"}
         self.styles = [str(r.get("style", "imported")) for r in rgb]
         if len(set(self.styles)) != len(self.styles):
@@ -191,8 +192,9 @@ def _motion(s: _Source, i: int, depth_t: np.ndarray, depth_prev: np.ndarray) -> 
 def _build_clip(s: _Source, start: int, length: int) -> dict[str, np.ndarray]:
     frames = [_frame_gbuffer(s, i) for i in range(start, start + length)]
     clip = {k: np.stack([f[k] for f in frames]) for k in frames[0] if not k.startswith("rgb:")}
-    clip["rgb"] = np.stack([np.stack([f[f"rgb:{st}"] for f in frames]) for st in s.styles])
-    clip["styles"] = np.array(s.styles, dtype=np.str_)
+    if s.styles:
+        clip["rgb"] = np.stack([np.stack([f[f"rgb:{st}"] for f in frames]) for st in s.styles])
+        clip["styles"] = np.array(s.styles, dtype=np.str_)
     motion = np.zeros((length, s.H, s.W, 2), np.float64)
     for t in range(1, length):
         motion[t] = _motion(s, start + t, clip["depth"][t], clip["depth"][t - 1])
@@ -212,6 +214,13 @@ def _material_library(sums: np.ndarray, counts: np.ndarray) -> list[dict]:
                     "roughness": round(float(mean[3]), 4), "metallic": round(float(mean[4]), 4),
                     "emission": [0.0, 0.0, 0.0]})
     return out
+
+
+def read_gbuffers(src: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """Every frame of a G-buffer folder as one clip's G-buffer arrays, converted exactly as
+    ``import_gbuffers`` does but with no RGB needed: what ``alaya render --gbuffers`` renders."""
+    s = _Source(Path(src), require_rgb=False)
+    return _build_clip(s, 0, s.n)
 
 
 def import_gbuffers(

@@ -32,6 +32,21 @@ class TeacherConfig:
     prompt_dropout: float = 0.1
 
 
+# Named sizes. "small" is what we train and ship on a 2-core CPU; "base" is the same design at
+# GPU scale; "tiny" is for tests.
+TEACHER_PRESETS: dict[str, dict] = {
+    "tiny": dict(widths=(8, 8), blocks=1, emb_dim=8),
+    "small": dict(widths=(96, 128), blocks=2, emb_dim=192),
+    "base": dict(widths=(128, 192), blocks=2, emb_dim=256),
+}
+
+
+def teacher_config(preset: str = "small", **overrides) -> TeacherConfig:
+    if preset not in TEACHER_PRESETS:
+        raise ValueError(f"unknown teacher preset '{preset}'; choose from {sorted(TEACHER_PRESETS)}")
+    return TeacherConfig(**{**TEACHER_PRESETS[preset], **overrides})
+
+
 class FlowBlock(nn.Module):
     def __init__(self, cin: int, cout: int, emb_dim: int, kernel: int, causal: bool = False):
         super().__init__()

@@ -4,7 +4,7 @@ optional bf16 autocast, periodic validation, CSV metrics, checkpoints that resum
 The caller supplies ``loss_fn(model, index) -> (loss, {metric: float})`` (which draws its own
 batch, deterministically from ``index``) and optionally ``validate(model) -> {metric: float}``,
 called with the EMA weights when EMA is on. A run folder holds ``config.json`` (resolved),
-``metrics.jsonl``, ``latest.json`` + ``ckpt_*/``.
+``metrics.jsonl`` (plotted to ``metrics.png`` at every checkpoint), ``latest.json`` + ``ckpt_*/``.
 
 Under ``torchrun`` the same loop runs data-parallel (DistributedDataParallel, gloo on CPU, nccl
 on GPU): ``index = step * world_size + rank``, so every rank draws different batches and a
@@ -29,6 +29,7 @@ from tqdm import tqdm
 from alaya.nn.pretrained import atomic_write_text
 from alaya.train import distributed
 from alaya.train.checkpoint import load_checkpoint, save_checkpoint
+from alaya.train.plots import plot_metrics
 
 LossFn = Callable[[torch.nn.Module, int], tuple[torch.Tensor, dict[str, float]]]
 ValFn = Callable[[torch.nn.Module], dict[str, float]]
@@ -162,6 +163,7 @@ class Trainer:
                 if info.is_main:
                     save_checkpoint(self.run_dir, self.step, self.model, self.opt, self.ema,
                                     {"val": self.last_val})
+                    plot_metrics(self.run_dir)
                 distributed.barrier(info)
         bar.close()
         return self.eval_model

@@ -1,0 +1,1 @@
+"""Evaluation: frame metrics, the style classifier, and renderer evaluation with reports."""

@@ -1,0 +1,105 @@
+"""Each renderer metric on cases with a known answer, so that each can fail."""
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.evaluation import metrics as M
+
+
+def texture(h=32, w=48, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(1, 3, h // 4, w // 4, generator=g)
+    return torch.nn.functional.interpolate(x, size=(h, w), mode="bilinear", align_corners=False)
+
+
+def flat_gbuffer(T, h, w, motion=(0.0, 0.0)):
+    return {"motion": np.broadcast_to(np.array(motion, np.float16), (T, h, w, 2)).copy(),
+            "depth": np.full((T, h, w), 5.0, np.float32), "mask": np.ones((T, h, w), np.uint8),
+            "instance": np.ones((T, h, w), np.uint16), "material": np.ones((T, h, w), np.uint16),
+            "normal": np.broadcast_to(np.array([0, 0, 1], np.float16), (T, h, w, 3)).copy()}
+
+
+def moving_sequence(T=5, step=1):
+    """A texture sliding right by ``step`` px per frame: frame_t(x) = frame_{t-1}(x - step)."""
+    base = texture(32, 64)
+    return torch.cat([torch.roll(base, shifts=t * step, dims=-1) for t in range(T)])
+
+
+def test_identical_frames():
+    x = texture().repeat(3, 1, 1, 1)
+    assert torch.all(M.psnr(x, x) == M.PSNR_CAP)
+    assert torch.allclose(M.ssim(x, x), torch.ones(3), atol=1e-5)
+    assert M.flicker(x, x) == 0.0
+
+
+def test_shifted_frames_score_lower():
+    x = texture().repeat(2, 1, 1, 1)
+    shifted = torch.roll(x, 3, dims=-1)
+    assert M.psnr(shifted, x).max() < 30
+    assert M.ssim(shifted, x).max() < 0.95
+    noisy = (x + 0.01 * torch.randn_like(x)).clamp(0, 1)
+    assert M.psnr(noisy, x).min() > M.psnr(shifted, x).max()   # a small error beats a misalignment
+
+
+def test_psnr_value():
+    a = torch.zeros(1, 3, 8, 8)
+    assert float(M.psnr(a + 0.1, a)[0]) == pytest.approx(20.0, abs=1e-4)   # mse 0.01
+
+
+def test_warp_error_is_zero_for_frames_that_follow_the_motion():
+    seq = moving_sequence()
+    T, _, h, w = seq.shape
+    right = flat_gbuffer(T, h, w, motion=(-1.0, 0.0))    # the surface at x was at x - 1
+    assert M.warp_error(seq, right) < 1e-5
+    wrong = flat_gbuffer(T, h, w, motion=(1.0, 0.0))
+    assert M.warp_error(seq, wrong) > 0.02
+    shuffled = seq[torch.tensor([0, 3, 1, 4, 2])]
+    assert M.warp_error(shuffled, right) > 0.02
+
+
+def test_occlusion_mask_drops_pixels_from_outside_and_other_objects():
+    T, h, w = 2, 8, 8
+    g = flat_gbuffer(T, h, w, motion=(-1.0, 0.0))
+    assert not M.occlusion_mask(g)[0, 0, :, 0].any()       # came from outside the image
+    assert M.occlusion_mask(g)[0, 0, :, 1:].all()
+    g["instance"][0, :, 3] = 2                              # another object was there at t-1
+    assert not M.occlusion_mask(g)[0, 0, :, 4].any()
+
+
+def test_flicker_measures_brightness_pumping():
+    x = torch.full((4, 3, 16, 16), 0.5)
+    pumped = x + torch.tensor([0.0, 0.1, 0.0, 0.1]).view(4, 1, 1, 1)
+    assert M.flicker(pumped, x) == pytest.approx(0.1, abs=1e-5)
+    assert M.flicker(pumped, pumped) == 0.0
+
+
+def test_structure_f1_prefers_edges_where_the_gbuffer_has_them():
+    T, h, w = 1, 32, 32
+    g = flat_gbuffer(T, h, w)
+    g["material"][:, :, 16:] = 2                            # one vertical border at x = 16
+    aligned = torch.zeros(T, 3, h, w)
+    aligned[..., 16:] = 1.0
+    elsewhere = torch.zeros(T, 3, h, w)
+    elsewhere[..., 5:] = 1.0
+    assert M.structure_f1(aligned, g) > 0.9
+    assert M.structure_f1(elsewhere, g) < 0.1
+    assert M.structure_f1(torch.zeros(T, 3, h, w), g) == 0.0
+
+
+def test_engine_motion_explains_reference_frames(tiny_dataset):
+    from alaya.data.dataset import ClipDataset
+    ds = ClipDataset(tiny_dataset)
+    clip = ds.load(ds.ids()[0])
+    ref = M.frames_to_tensor(clip["rgb"][0])
+    reversed_ = ref.flip(0)
+    assert M.warp_error(ref, clip) < M.warp_error(reversed_, clip)
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match="uint8"):
+        M.frames_to_tensor(np.zeros((2, 8, 8, 3), np.float32))
+    with pytest.raises(ValueError, match="one shape"):
+        M.psnr(torch.zeros(1, 3, 8, 8), torch.zeros(1, 3, 8, 9))
+    with pytest.raises(ValueError, match="motion"):
+        M.warp_backward(torch.zeros(1, 3, 8, 8), np.zeros((1, 8, 9, 2), np.float32))
