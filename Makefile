@@ -42,16 +42,24 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -q --runslow
 
-# Until the playable demo lands: render a small dataset, check it, and draw its pictures.
+# Until the playable demo lands: render a small dataset, check it, draw its pictures, and let
+# the shipped teacher render one of its clips from the G-buffer alone for two prompts.
 DEMO ?= out/demo
+DEMO_CLIP = $(DEMO)/dataset/clips/clip_00000.npz
 demo: $(STAMP)
 	$(BIN)/alaya datagen --out $(DEMO)/dataset --clips 6 --frames 32 --size 128 --workers 2
 	$(BIN)/alaya validate $(DEMO)/dataset
 	$(BIN)/alaya inspect $(DEMO)/dataset --out $(DEMO)
-	@echo "demo: dataset in $(DEMO)/dataset; contact sheet and per-style GIFs in $(DEMO)/"
+	@if [ -f weights/teacher/model.safetensors ]; then \
+		$(BIN)/alaya render --clip $(DEMO_CLIP) --frames 16 --prompt "a golden sunset" --out $(DEMO)/teacher_golden_sunset.gif && \
+		$(BIN)/alaya render --clip $(DEMO_CLIP) --frames 16 --prompt "a futuristic city glowing with neon signs" --out $(DEMO)/teacher_neon.gif; \
+	fi
+	@echo "demo: dataset in $(DEMO)/dataset; contact sheet, per-style GIFs and teacher renders in $(DEMO)/"
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
+	$(BIN)/python bench/codecs.py
+	$(BIN)/python bench/teacher.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info

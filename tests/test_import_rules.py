@@ -11,6 +11,10 @@ RULES = [
     ("alaya.engine.stream, alaya.engine.datagen", ("alaya.models", "alaya.codecs", "alaya.train")),
     ("alaya.text", ("alaya.models", "alaya.train", "alaya.engine")),
     ("alaya.models.teacher, alaya.codecs", ("alaya.train", "alaya.engine")),
+    ("alaya.renderers", ("alaya.train", "alaya.engine", "alaya.evaluation")),
+    ("alaya.evaluation.metrics", ("alaya.models", "alaya.codecs", "alaya.train", "alaya.engine",
+                                  "alaya.renderers")),
+    ("alaya.evaluation.render_eval", ("alaya.models", "alaya.engine", "alaya.renderers")),
 ]
 
 

@@ -111,7 +111,9 @@ def _render(a: argparse.Namespace) -> int:
     from alaya.renderers import write_frames
     renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a))
     clips = _load_gbuffer_clips(a)
-    frames = np.concatenate([renderer.render(clip, a.prompt, seed=a.seed)[:a.frames] for _, clip in clips])
+    from alaya.data.contract import GBUFFER_KEYS
+    frames = np.concatenate([renderer.render({k: clip[k][:a.frames] for k in GBUFFER_KEYS if k in clip},
+                                             a.prompt, seed=a.seed) for _, clip in clips])
     for path in write_frames(a.out, frames, fps=a.fps)[:3]:
         print(f"wrote {path}")
     return 0

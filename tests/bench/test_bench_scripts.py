@@ -30,3 +30,11 @@ def test_codec_bench_prints_json():
     for key in ("tiny_decoder_ms", "tiny_gbuffer_encoder_ms", "autoencoder_tiny_ms",
                 "full_encoder_ms", "full_decoder_ms", "tiny_decoder_params"):
         assert key in r and r[key] > 0
+
+
+@pytest.mark.skipif(not (ROOT / "weights" / "autoencoder" / "model.safetensors").exists(),
+                    reason="codec weights not shipped")
+def test_teacher_bench_prints_json():
+    r = last_json(["bench/teacher.py", "--frames", "2", "--steps", "2", "--size", "32"])
+    assert r["s_per_frame"] > 0 and r["params"] > 100_000 and r["peak_rss_mb"] > 50
+    assert r["network_calls"] == 4 and r["size"] == 32
