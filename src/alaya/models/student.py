@@ -1,0 +1,141 @@
+"""The Flash student: a causal, one-frame-at-a-time average-velocity model for streaming.
+
+For frame n it predicts the MeanFlow average velocity ``u(z, r, t)`` of that frame's RGB
+latents, given the frame's G-buffer latents, the prompt embedding and a bounded context: its
+own ``context`` most recent output latents, each warped to the current frame by the engine's
+motion vectors (``warp_latents``) and paired with a validity mask (pixels that came from
+outside the previous view are marked invalid). Context never looks ahead, and its size is fixed,
+so a stream of any length runs in flat memory.
+
+The network reuses the teacher's blocks (``FlowBlock``) with one frame per call; a temporal
+convolution over a single replicated frame is a linear map, so a teacher's weights carry over
+(``init_from_teacher`` copies every tensor whose name and shape match, and the teacher's input
+weights for the noisy latents and the G-buffer into the wider input layer). Flow time ``t`` and
+interval length ``t - r`` are embedded separately; with ``r = t`` the model is an ordinary
+velocity model, which is how the early distillation stages use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from alaya.models.teacher import FlowBlock, Teacher
+from alaya.nn.blocks import conv
+from alaya.nn.conditioning import timestep_embedding
+from alaya.nn.pretrained import from_pretrained, save_pretrained
+
+
+@dataclass
+class StudentConfig:
+    latent_channels: int = 32
+    gbuffer_channels: int = 160
+    text_dim: int = 384
+    widths: tuple[int, ...] = (64, 96)
+    blocks: int = 1
+    emb_dim: int = 192
+    context: int = 2                  # past output latents it sees (newest first)
+
+
+def warp_latents(latents: torch.Tensor, motion: torch.Tensor, factor: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    """Latents of frame n−1 (B, C, h, w) resampled at frame n's latent pixels using the engine's
+    backward motion of frame n (B, H, W, 2) in pixels (``factor`` = H / h); returns (warped,
+    valid (B, 1, h, w)) where valid marks sources inside the previous view."""
+    B, C, h, w = latents.shape
+    if motion.shape != (B, h * factor, w * factor, 2):
+        raise ValueError(f"motion: expected {(B, h * factor, w * factor, 2)}, got {tuple(motion.shape)}")
+    flow = F.avg_pool2d(motion.float().permute(0, 3, 1, 2), factor) / factor      # (B, 2, h, w)
+    ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float32) + 0.5,
+                            torch.arange(w, dtype=torch.float32) + 0.5, indexing="ij")
+    sx, sy = xs + flow[:, 0], ys + flow[:, 1]
+    grid = torch.stack([sx / w * 2 - 1, sy / h * 2 - 1], -1)
+    warped = F.grid_sample(latents.float(), grid, mode="bilinear", padding_mode="border", align_corners=False)
+    valid = ((sx >= 0) & (sx <= w) & (sy >= 0) & (sy <= h)).float()[:, None]
+    return warped, valid
+
+
+class Student(nn.Module):
+    def __init__(self, config: StudentConfig | None = None):
+        super().__init__()
+        self.config = c = config or StudentConfig()
+        w0, w1 = c.widths
+        self.time_mlp = nn.Sequential(nn.Linear(c.emb_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
+        self.interval_mlp = nn.Sequential(nn.Linear(c.emb_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
+        nn.init.zeros_(self.interval_mlp[-1].weight)       # r = t at init: a plain velocity model
+        nn.init.zeros_(self.interval_mlp[-1].bias)
+        self.text_mlp = nn.Sequential(nn.Linear(c.text_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
+        self.stem = conv(c.latent_channels + c.gbuffer_channels + c.context * (c.latent_channels + 1), w0)
+        self.down0 = nn.ModuleList(FlowBlock(w0, w0, c.emb_dim, 3, causal=True) for _ in range(c.blocks))
+        self.down = nn.Conv2d(w0, w1, 3, 2, 1)
+        self.mid = nn.ModuleList(FlowBlock(w1, w1, c.emb_dim, 3, causal=True) for _ in range(2 * c.blocks))
+        self.up = nn.Sequential(nn.Upsample(scale_factor=2, mode="nearest"), conv(w1, w0))
+        self.up0 = nn.ModuleList(FlowBlock(2 * w0 if i == 0 else w0, w0, c.emb_dim, 3, causal=True)
+                                 for i in range(c.blocks))
+        self.out_norm = nn.GroupNorm(8, w0)
+        self.out = conv(w0, c.latent_channels)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+
+    def embed(self, r: torch.Tensor, t: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        d = self.config.emb_dim
+        return (self.time_mlp(timestep_embedding(t, d)) + self.interval_mlp(timestep_embedding(t - r, d))
+                + self.text_mlp(text))
+
+    def forward(self, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor, gbuffer: torch.Tensor,
+                text: torch.Tensor, context: torch.Tensor, context_valid: torch.Tensor) -> torch.Tensor:
+        """Average velocity over [r, t] for one frame's noisy latents ``z`` (B, C, h, w), with
+        G-buffer latents (B, G, h, w), prompt (B, D), context (B, K, C, h, w) and its validity
+        (B, K, 1, h, w) — zeros where there is no past yet."""
+        c = self.config
+        B, C, h, w = z.shape
+        K = c.context
+        expect = {"gbuffer": (B, c.gbuffer_channels, h, w), "text": (B, c.text_dim),
+                  "context": (B, K, C, h, w), "context_valid": (B, K, 1, h, w), "r": (B,), "t": (B,)}
+        for name, value in (("gbuffer", gbuffer), ("text", text), ("context", context),
+                            ("context_valid", context_valid), ("r", r), ("t", t)):
+            if tuple(value.shape) != expect[name]:
+                raise ValueError(f"{name}: expected {expect[name]}, got {tuple(value.shape)}")
+        if C != c.latent_channels or h % 2 or w % 2:
+            raise ValueError(f"z: expected (B, {c.latent_channels}, h, w) with even h, w, got {tuple(z.shape)}")
+        emb = self.embed(r, t, text)
+        ctx = torch.cat([context * context_valid, context_valid], 2).reshape(B, -1, h, w)
+        x = self.stem(torch.cat([z, gbuffer, ctx], 1))
+        for blk in self.down0:
+            x = blk(x, emb, 1)
+        skip = x
+        x = self.down(x)
+        for blk in self.mid:
+            x = blk(x, emb, 1)
+        x = torch.cat([self.up(x), skip], 1)
+        for blk in self.up0:
+            x = blk(x, emb, 1)
+        return self.out(F.silu(self.out_norm(x)))
+
+    @torch.no_grad()
+    def init_from_teacher(self, teacher: Teacher) -> list[str]:
+        """Copy every teacher tensor whose name and shape match, and the teacher's input weights
+        for (z, G-buffer) into the matching slice of the wider stem; returns what was copied."""
+        own = self.state_dict()
+        copied = []
+        for name, value in teacher.state_dict().items():
+            if name in own and own[name].shape == value.shape:
+                own[name].copy_(value)
+                copied.append(name)
+        sw, tw = own["stem.weight"], teacher.stem.weight
+        n_in = tw.shape[1]
+        if sw.shape[0] == tw.shape[0] and sw.shape[2:] == tw.shape[2:]:
+            sw[:, :n_in] = tw
+            sw[:, n_in:] = 0
+            own["stem.bias"].copy_(teacher.stem.bias)
+            copied += ["stem.weight[:, :z+gbuffer]", "stem.bias"]
+        return copied
+
+    def save_pretrained(self, folder, **metadata) -> None:
+        save_pretrained(self, folder, **metadata)
+
+    @classmethod
+    def from_pretrained(cls, folder) -> "Student":
+        return from_pretrained(cls, StudentConfig, folder)

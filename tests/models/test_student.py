@@ -1,0 +1,87 @@
+"""Student contracts: shapes, input errors, context use, latent warping, teacher init."""
+
+import pytest
+import torch
+
+from alaya.models.student import Student, StudentConfig, warp_latents
+from alaya.models.teacher import Teacher, TeacherConfig
+
+TINY = StudentConfig(latent_channels=4, gbuffer_channels=8, text_dim=6, widths=(16, 16), blocks=1,
+                     emb_dim=16, context=2)
+
+
+def randomised(cfg=TINY):
+    torch.manual_seed(0)
+    m = Student(cfg).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return m
+
+
+def inputs(B=2, h=4, w=6, K=2):
+    g = torch.Generator().manual_seed(1)
+    return dict(z=torch.randn(B, 4, h, w, generator=g), r=torch.zeros(B), t=torch.rand(B, generator=g),
+                gbuffer=torch.randn(B, 8, h, w, generator=g), text=torch.randn(B, 6, generator=g),
+                context=torch.randn(B, K, 4, h, w, generator=g), context_valid=torch.ones(B, K, 1, h, w))
+
+
+def test_shapes_zero_init_and_context_dependence():
+    x = inputs()
+    assert torch.count_nonzero(Student(TINY)(**x)) == 0
+    m = randomised()
+    u = m(**x)
+    assert u.shape == x["z"].shape
+    other = dict(x, context=x["context"] + 1)
+    assert not torch.allclose(m(**other), u)
+    masked = dict(x, context_valid=torch.zeros_like(x["context_valid"]))
+    masked2 = dict(masked, context=x["context"] + 1)
+    assert torch.allclose(m(**masked), m(**masked2))       # invalid context is ignored
+    assert not torch.allclose(m(**dict(x, r=x["t"] * 0.5)), u)   # the interval matters
+
+
+def test_batch_items_are_independent():
+    m, x = randomised(), inputs()
+    full = m(**x)
+    one = m(**{k: v[:1] for k, v in x.items()})
+    assert torch.allclose(full[:1], one, atol=1e-5)
+
+
+def test_bad_inputs_are_named():
+    m, x = randomised(), inputs()
+    with pytest.raises(ValueError, match="context"):
+        m(**dict(x, context=x["context"][:, :1]))
+    with pytest.raises(ValueError, match="gbuffer"):
+        m(**dict(x, gbuffer=x["gbuffer"][:, :3]))
+
+
+def test_warp_latents_follows_motion():
+    lat = torch.arange(16.0).reshape(1, 1, 4, 4).repeat(1, 2, 1, 1)
+    motion = torch.zeros(1, 32, 32, 2)
+    motion[..., 0] = -8.0                       # the surface at x was at x - 8 px = one latent pixel
+    warped, valid = warp_latents(lat, motion)
+    assert torch.allclose(warped[0, 0, :, 1:], lat[0, 0, :, :-1])
+    assert not valid[0, 0, :, 0].any() and valid[0, 0, :, 1:].all()
+    with pytest.raises(ValueError, match="motion"):
+        warp_latents(lat, torch.zeros(1, 16, 16, 2))
+
+
+def test_init_from_teacher_copies_matching_weights():
+    tcfg = TeacherConfig(latent_channels=4, gbuffer_channels=8, text_dim=6, widths=(16, 16), blocks=1,
+                         emb_dim=16)
+    teacher = Teacher(tcfg)
+    with torch.no_grad():
+        for p in teacher.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    s = Student(TINY)
+    copied = s.init_from_teacher(teacher)
+    assert "text_mlp.0.weight" in copied and "down0.0.conv1.weight" in copied
+    assert torch.equal(s.stem.weight[:, :12], teacher.stem.weight)
+    assert torch.count_nonzero(s.stem.weight[:, 12:]) == 0
+    # on a static scene with no context the student reproduces the teacher's velocity
+    x = inputs(B=1)
+    x["context_valid"].zero_()
+    x["r"] = x["t"].clone()
+    v_t = teacher(x["z"][:, None].repeat(1, 3, 1, 1, 1), x["t"], x["gbuffer"][:, None].repeat(1, 3, 1, 1, 1),
+                  x["text"])[:, 1]
+    assert torch.allclose(s(**x), v_t, atol=1e-4)
