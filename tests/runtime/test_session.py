@@ -1,0 +1,81 @@
+"""RenderSession: chunking invariance, prompt switches between frames, reset, flat state, errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.codecs import TinyDecoder, TinyDecoderConfig, TinyGBufferEncoder, TinyGBufferEncoderConfig
+from alaya.data.dataset import ClipDataset
+from alaya.data.contract import GBUFFER_KEYS
+from alaya.models.student import Student, StudentConfig
+from alaya.runtime import RenderSession
+
+
+def session(**kw):
+    torch.manual_seed(0)
+    student = Student(StudentConfig(latent_channels=4, gbuffer_channels=20, widths=(16, 16), emb_dim=16))
+    with torch.no_grad():
+        for p in student.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    enc = TinyGBufferEncoder(TinyGBufferEncoderConfig(latent_channels=4, width=4))
+    dec = TinyDecoder(TinyDecoderConfig(latent_channels=4, channels=(8, 8, 8)))
+    return RenderSession(student, enc, dec, prompt="a clear sunny noon", **kw)
+
+
+@pytest.fixture(scope="module")
+def frames(tiny_dataset):
+    ds = ClipDataset(tiny_dataset)
+    out = []
+    for cid in ds.ids()[:2]:
+        clip = ds.load(cid)
+        out += [{k: clip[k][t] for k in GBUFFER_KEYS} for t in range(clip["depth"].shape[0])]
+    return out
+
+
+def test_output_does_not_depend_on_chunking(frames):
+    whole = session().run(frames)
+    s = session()
+    parts = np.concatenate([s.run(frames[:1]), s.run(frames[1:4]), s.run(frames[4:])])
+    assert whole.shape == (len(frames), 32, 32, 3) and whole.dtype == np.uint8
+    assert np.array_equal(whole, parts)
+
+
+def test_context_and_reset(frames):
+    s = session()
+    first = s.step(frames[0])
+    s.step(frames[1])
+    s.reset()
+    assert np.array_equal(s.step(frames[0]), first)
+    z_with_past = session().step_latent(frames[1])
+    s2 = session()
+    s2.step_latent(frames[0])
+    assert not torch.equal(s2.step_latent(frames[1]), z_with_past)   # the past is used
+
+
+def test_set_prompt_takes_effect_on_the_next_frame(frames):
+    a, b = session(), session()
+    out_a = a.run(frames[:2])
+    b.step(frames[0])
+    b.set_prompt("a moonlit night")
+    assert b.frame_index == 1                          # nothing restarted
+    assert not np.array_equal(b.step(frames[1]), out_a[1])
+
+
+def test_state_stays_the_same_size(frames):
+    s = session()
+    s.run(frames)
+    shape = tuple(s.context.shape)
+    s.run(frames * 3)
+    assert tuple(s.context.shape) == shape == (1, 2, 4, 4, 4)
+
+
+def test_bad_frames_are_named(frames):
+    s = session()
+    with pytest.raises(KeyError, match="motion"):
+        s.step({k: v for k, v in frames[0].items() if k != "motion"})
+    bad = dict(frames[0], normal=frames[0]["normal"].copy())
+    bad["normal"][0, 0, 0] = np.inf
+    with pytest.raises(ValueError, match="normal"):
+        s.step(bad)
+    with pytest.raises(ValueError, match="multiples of 16"):
+        s.step({k: v[:24, :24] for k, v in frames[0].items()})
