@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from alaya.models.student import Student, StudentConfig, warp_latents
+from alaya.models.student import Student, StudentConfig, latent_flow, push_context, warp_context, warp_latents
 from alaya.models.teacher import Teacher, TeacherConfig
 
 TINY = StudentConfig(latent_channels=4, gbuffer_channels=8, text_dim=6, widths=(16, 16), blocks=1,
@@ -59,11 +59,19 @@ def test_warp_latents_follows_motion():
     lat = torch.arange(16.0).reshape(1, 1, 4, 4).repeat(1, 2, 1, 1)
     motion = torch.zeros(1, 32, 32, 2)
     motion[..., 0] = -8.0                       # the surface at x was at x - 8 px = one latent pixel
-    warped, valid = warp_latents(lat, motion)
+    flow = latent_flow(motion)
+    assert flow.shape == (1, 2, 4, 4) and torch.all(flow[:, 0] == -1)
+    warped, valid = warp_latents(lat, flow)
     assert torch.allclose(warped[0, 0, :, 1:], lat[0, 0, :, :-1])
     assert not valid[0, 0, :, 0].any() and valid[0, 0, :, 1:].all()
-    with pytest.raises(ValueError, match="motion"):
-        warp_latents(lat, torch.zeros(1, 16, 16, 2))
+    with pytest.raises(ValueError, match="flow"):
+        warp_latents(lat, torch.zeros(1, 2, 3, 4))
+    with pytest.raises(ValueError, match="multiple"):
+        latent_flow(torch.zeros(1, 12, 16, 2))
+    ctx, val = push_context(torch.zeros(1, 2, 2, 4, 4), torch.zeros(1, 2, 1, 4, 4), lat)
+    assert torch.equal(ctx[:, 0], lat) and val[:, 0].all() and not val[:, 1].any()
+    ctx2, val2 = warp_context(ctx, val, flow)
+    assert torch.allclose(ctx2[0, 0, 0, :, 1:], lat[0, 0, :, :-1]) and not val2[0, 0, 0, :, 0].any()
 
 
 def test_init_from_teacher_copies_matching_weights():

@@ -40,14 +40,24 @@ class StudentConfig:
     context: int = 2                  # past output latents it sees (newest first)
 
 
-def warp_latents(latents: torch.Tensor, motion: torch.Tensor, factor: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """Latents of frame n−1 (B, C, h, w) resampled at frame n's latent pixels using the engine's
-    backward motion of frame n (B, H, W, 2) in pixels (``factor`` = H / h); returns (warped,
-    valid (B, 1, h, w)) where valid marks sources inside the previous view."""
+def latent_flow(motion: torch.Tensor, factor: int = 8) -> torch.Tensor:
+    """Engine backward motion (..., H, W, 2) in pixels -> flow in latent pixels (..., 2, H/f, W/f),
+    the mean over each f x f block."""
+    lead = motion.shape[:-3]
+    H, W = motion.shape[-3:-1]
+    if H % factor or W % factor:
+        raise ValueError(f"motion {H}x{W} is not a multiple of the latent factor {factor}")
+    m = motion.float().reshape(-1, H, W, 2).permute(0, 3, 1, 2)
+    return (F.avg_pool2d(m, factor) / factor).reshape(*lead, 2, H // factor, W // factor)
+
+
+def warp_latents(latents: torch.Tensor, flow: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Latents of frame n−1 (B, C, h, w) resampled at frame n's latent pixels by frame n's
+    backward flow in latent pixels (B, 2, h, w) (``latent_flow``); returns (warped, valid
+    (B, 1, h, w)) where valid marks sources inside the previous view."""
     B, C, h, w = latents.shape
-    if motion.shape != (B, h * factor, w * factor, 2):
-        raise ValueError(f"motion: expected {(B, h * factor, w * factor, 2)}, got {tuple(motion.shape)}")
-    flow = F.avg_pool2d(motion.float().permute(0, 3, 1, 2), factor) / factor      # (B, 2, h, w)
+    if flow.shape != (B, 2, h, w):
+        raise ValueError(f"flow: expected {(B, 2, h, w)}, got {tuple(flow.shape)}")
     ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float32) + 0.5,
                             torch.arange(w, dtype=torch.float32) + 0.5, indexing="ij")
     sx, sy = xs + flow[:, 0], ys + flow[:, 1]
@@ -55,6 +65,20 @@ def warp_latents(latents: torch.Tensor, motion: torch.Tensor, factor: int = 8) -
     warped = F.grid_sample(latents.float(), grid, mode="bilinear", padding_mode="border", align_corners=False)
     valid = ((sx >= 0) & (sx <= w) & (sy >= 0) & (sy <= h)).float()[:, None]
     return warped, valid
+
+
+def warp_context(context: torch.Tensor, valid: torch.Tensor, flow: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Warp a context stack (B, K, C, h, w) and its validity (B, K, 1, h, w) into the next
+    frame by that frame's latent flow (B, 2, h, w)."""
+    B, K, C, h, w = context.shape
+    warped, inside = warp_latents(context.reshape(B, K * C, h, w), flow)
+    return warped.reshape(B, K, C, h, w), valid * inside[:, None]
+
+
+def push_context(context: torch.Tensor, valid: torch.Tensor, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Put a new output latent (B, C, h, w) at the front of the context, dropping the oldest."""
+    ones = torch.ones_like(valid[:, :1])
+    return torch.cat([latent[:, None], context[:, :-1]], 1), torch.cat([ones, valid[:, :-1]], 1)
 
 
 class Student(nn.Module):

@@ -22,7 +22,7 @@ import torch
 
 from alaya.codecs.gbuffer import gbuffer_input
 from alaya.codecs.tiny import StreamingDecoder, TinyDecoder, TinyGBufferEncoder
-from alaya.models.student import Student, warp_latents
+from alaya.models.student import Student, latent_flow, push_context, warp_context
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
@@ -90,16 +90,13 @@ class RenderSession:
             self.valid = torch.zeros(1, K, 1, h, w)
         elif self.frame_index > 0:
             motion = torch.from_numpy(np.asarray(frame["motion"], dtype=np.float32))[None]
-            warped, inside = warp_latents(self.context.reshape(1, K * C, h, w), motion, H // h)
-            self.context = warped.reshape(1, K, C, h, w)
-            self.valid = self.valid * inside[:, None]
+            self.context, self.valid = warp_context(self.context, self.valid, latent_flow(motion, H // h))
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.frame_index)
         z = torch.randn(1, C, h, w, generator=gen)
         for t, r in zip(self.times[:-1], self.times[1:]):
             u = self.student(z, r.reshape(1), t.reshape(1), g, self.text, self.context, self.valid)
             z = z - (t - r) * u
-        self.context = torch.cat([z[:, None], self.context[:, :-1]], 1)
-        self.valid = torch.cat([torch.ones(1, 1, 1, h, w), self.valid[:, :-1]], 1)
+        self.context, self.valid = push_context(self.context, self.valid, z)
         self.frame_index += 1
         return z
 
