@@ -66,6 +66,12 @@ def _train(a: argparse.Namespace) -> int:
                                                  out=a.out or "weights/teacher", frames=a.frames,
                                                  preset=a.preset, text_noise=a.text_noise,
                                                  train=train))
+    elif a.what == "student":
+        from alaya.models.student_training import StudentTrainConfig, train_student
+        model = train_student(StudentTrainConfig(
+            data=a.data, stage=a.stage, teacher=a.teacher, autoencoder=a.autoencoder, init=a.init,
+            out=a.out or f"weights/student_{a.stage}", guidance=a.guidance, sample_steps=a.sample_steps,
+            rollout=a.rollout, train=train))
     elif a.what == "style-classifier":
         from alaya.evaluation.style_classifier import StyleClassifierTrainConfig, train_style_classifier
         model = train_style_classifier(StyleClassifierTrainConfig(
@@ -207,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     gb.set_defaults(func=_import)
 
     tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
-    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "style-classifier"])
+    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier"])
     tr.add_argument("--data", required=True, help="dataset folder (alaya datagen)")
     tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
     tr.add_argument("--out", help="save_pretrained folder for the result")
@@ -222,6 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--frames", type=int, default=8, help="teacher: frames per training window")
     tr.add_argument("--preset", default="small", help="teacher: size preset (tiny, small, base)")
     tr.add_argument("--text-noise", type=float, default=1.0, help="teacher: prompt augmentation")
+    tr.add_argument("--stage", default="ar", help="student: ar, guidance, steps, meanflow or tiny")
+    tr.add_argument("--init", help="student: the previous stage's weights")
+    tr.add_argument("--teacher", default="weights/teacher", help="student: the teacher")
+    tr.add_argument("--guidance", type=float, default=2.0, help="student: guidance weight folded in")
+    tr.add_argument("--sample-steps", type=int, default=8, help="student 'steps': the previous stage's steps")
+    tr.add_argument("--rollout", type=int, default=2, help="student 'meanflow': self-generated context frames")
     tr.add_argument("--ema", type=float, default=0.0)
     tr.add_argument("--bf16", action="store_true")
     tr.add_argument("--val-every", type=int, default=250)

@@ -38,6 +38,8 @@ class StudentConfig:
     blocks: int = 1
     emb_dim: int = 192
     context: int = 2                  # past output latents it sees (newest first)
+    average_velocity: bool = False    # True after MeanFlow training: called with r < t
+    steps: int = 4                    # sampling steps it was distilled for
 
 
 def latent_flow(motion: torch.Tensor, factor: int = 8) -> torch.Tensor:
@@ -79,6 +81,18 @@ def push_context(context: torch.Tensor, valid: torch.Tensor, latent: torch.Tenso
     """Put a new output latent (B, C, h, w) at the front of the context, dropping the oldest."""
     ones = torch.ones_like(valid[:, :1])
     return torch.cat([latent[:, None], context[:, :-1]], 1), torch.cat([ones, valid[:, :-1]], 1)
+
+
+@torch.no_grad()
+def sample_student(student: "Student", z: torch.Tensor, ts: torch.Tensor, gbuffer: torch.Tensor,
+                   text: torch.Tensor, context: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Integrate one frame's latents from ``ts[0]`` to ``ts[-1]``: ``z_r = z_t - (t - r) u(z, r, t)``
+    with r the next grid time for an average-velocity student, r = t (Euler) otherwise."""
+    B = z.shape[0]
+    for t, r in zip(ts[:-1], ts[1:]):
+        rr = r if student.config.average_velocity else t
+        z = z - (t - r) * student(z, rr.expand(B), t.expand(B), gbuffer, text, context, valid)
+    return z
 
 
 class Student(nn.Module):

@@ -3,8 +3,8 @@ frame out.
 
 Per frame: the tiny G-buffer encoder turns the raw G-buffer into latents; the context (the
 student's last ``context`` output latents) is warped into the new frame by its motion vectors;
-the student integrates the frame's latents from noise in ``steps`` MeanFlow steps
-(``z_r = z_t - (t - r) u``); the tiny streaming decoder (with its own one-frame memory) turns
+the student integrates the frame's latents from noise in ``steps`` steps (``sample_student``:
+MeanFlow steps ``z_r = z_t - (t - r) u`` once it predicts average velocities, Euler steps before); the tiny streaming decoder (with its own one-frame memory) turns
 them into RGB. Everything held across frames has a fixed size, so memory stays flat over an
 unbounded stream.
 
@@ -22,7 +22,7 @@ import torch
 
 from alaya.codecs.gbuffer import gbuffer_input
 from alaya.codecs.tiny import StreamingDecoder, TinyDecoder, TinyGBufferEncoder
-from alaya.models.student import Student, latent_flow, push_context, warp_context
+from alaya.models.student import Student, latent_flow, push_context, sample_student, warp_context
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
@@ -30,8 +30,9 @@ FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
 
 class RenderSession:
     def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, decoder: TinyDecoder,
-                 prompt: str = "", encoder: PromptEncoder | None = None, steps: int = 4, seed: int = 0,
+                 prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None, seed: int = 0,
                  channels_last: bool = False):
+        steps = student.config.steps if steps is None else steps
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
         self.student = student.eval()
@@ -93,9 +94,7 @@ class RenderSession:
             self.context, self.valid = warp_context(self.context, self.valid, latent_flow(motion, H // h))
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.frame_index)
         z = torch.randn(1, C, h, w, generator=gen)
-        for t, r in zip(self.times[:-1], self.times[1:]):
-            u = self.student(z, r.reshape(1), t.reshape(1), g, self.text, self.context, self.valid)
-            z = z - (t - r) * u
+        z = sample_student(self.student, z, self.times, g, self.text, self.context, self.valid)
         self.context, self.valid = push_context(self.context, self.valid, z)
         self.frame_index += 1
         return z
