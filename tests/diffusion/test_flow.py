@@ -53,3 +53,20 @@ def test_time_grid():
     assert g[5] > 0.5
     t = logit_normal_t(1000, torch.Generator().manual_seed(1))
     assert 0 < t.min() and t.max() < 1
+
+
+def test_edm_coefficients_and_x_prediction_loss():
+    from alaya.diffusion.flow import edm_coefficients, x_prediction_loss
+    t = torch.tensor([1e-6, 0.5, 1.0])
+    c_in, c_skip, c_out = edm_coefficients(t, 0.5)
+    assert torch.allclose(c_skip[[0, 2]], torch.tensor([1.0, 0.0]), atol=1e-5)
+    assert torch.allclose(c_out[[0, 2]], torch.tensor([0.0, 0.5]), atol=1e-5)
+    # residual x - c_skip z has variance c_out^2 for x ~ N(0, 0.5^2)
+    g = torch.Generator().manual_seed(0)
+    x, eps = 0.5 * torch.randn(200000, generator=g), torch.randn(200000, generator=g)
+    z = 0.5 * x + 0.5 * eps
+    assert abs(float((x - c_skip[1] * z).var()) - float(c_out[1] ** 2)) < 2e-3
+    assert abs(float((c_in[1] * z).var()) - 1.0) < 1e-2
+    xs = torch.randn(4, 3)
+    exact = x_prediction_loss(lambda z, t: xs, xs, torch.full((4,), 0.3), torch.randn(4, 3), 0.5)
+    assert float(exact) == 0.0

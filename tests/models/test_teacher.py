@@ -60,3 +60,18 @@ def test_bad_shapes():
         m(z, t, g[:, :2], txt)
     with pytest.raises(ValueError, match="text"):
         m(z, t, g, txt[:, :3])
+
+
+def test_edm_preconditioned_outputs_agree():
+    from dataclasses import replace
+    m = randomised(replace(TINY, sigma_data=0.75))
+    z, t, g, txt = inputs()
+    x_hat = m(z, t, g, txt, output="x")
+    v = m(z, t, g, txt)
+    assert torch.allclose(v, (z - x_hat) / t.view(-1, 1, 1, 1, 1), atol=1e-5)
+    fresh = Teacher(replace(TINY, sigma_data=0.75))          # F = 0: x_hat is the best linear guess
+    from alaya.diffusion.flow import edm_coefficients
+    c_skip = edm_coefficients(t, 0.75)[1].view(-1, 1, 1, 1, 1)
+    assert torch.allclose(fresh(z, t, g, txt, output="x"), c_skip * z, atol=1e-6)
+    with pytest.raises(ValueError, match="output"):
+        m(z, t, g, txt, output="eps")

@@ -36,6 +36,25 @@ def flow_matching_loss(model: Model, x: torch.Tensor, t: torch.Tensor, eps: torc
     return ((v.float() - (eps - x).float()) ** 2).mean()
 
 
+def edm_coefficients(t: torch.Tensor, sigma_data: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(c_in, c_skip, c_out) of EDM preconditioning (Karras et al. 2022) for ``z_t = (1 - t) x + t eps``
+    with data std ``sigma_data``: ``x_hat = c_skip z + c_out F(c_in z)``. c_skip is the best linear
+    guess of x from z, c_out the std of what is left, c_in makes the input unit-variance; so the
+    network's target ``(x - c_skip z) / c_out`` has unit variance at every t."""
+    s2 = sigma_data ** 2
+    d = (1 - t) ** 2 * s2 + t ** 2
+    return d.rsqrt(), (1 - t) * s2 / d, t * sigma_data * d.rsqrt()
+
+
+def x_prediction_loss(predict_x: Model, x: torch.Tensor, t: torch.Tensor, eps: torch.Tensor,
+                      sigma_data: float, cond: dict | None = None) -> torch.Tensor:
+    """EDM-weighted data-prediction loss: mean ``((x_hat - x) / c_out)^2`` — the preconditioned
+    network's error in its own unit-variance target space."""
+    x_hat = predict_x(interpolate(x, eps, t), t, **(cond or {}))
+    c_out = edm_coefficients(t, sigma_data)[2].reshape(-1, *([1] * (x.ndim - 1)))
+    return (((x_hat.float() - x.float()) / c_out) ** 2).mean()
+
+
 def time_grid(steps: int, shift: float = 1.0) -> torch.Tensor:
     """steps + 1 times from 1 to 0; ``shift > 1`` spends more steps at high noise (SD3)."""
     t = torch.linspace(1.0, 0.0, steps + 1)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from alaya.diffusion.flow import edm_coefficients
 from alaya.nn.blocks import conv
 from alaya.nn.conditioning import AdaGroupNorm, TemporalConv, timestep_embedding
 from alaya.nn.pretrained import from_pretrained, save_pretrained
@@ -30,14 +31,15 @@ class TeacherConfig:
     emb_dim: int = 256
     temporal_kernel: int = 3
     prompt_dropout: float = 0.1
+    sigma_data: float = 0.0       # > 0: EDM preconditioning, the network predicts data (see forward)
 
 
 # Named sizes. "small" is what we train and ship on a 2-core CPU; "base" is the same design at
 # GPU scale; "tiny" is for tests.
 TEACHER_PRESETS: dict[str, dict] = {
     "tiny": dict(widths=(8, 8), blocks=1, emb_dim=8),
-    "small": dict(widths=(96, 128), blocks=2, emb_dim=192),
-    "base": dict(widths=(128, 192), blocks=2, emb_dim=256),
+    "small": dict(widths=(96, 128), blocks=2, emb_dim=192, sigma_data=0.75),
+    "base": dict(widths=(128, 192), blocks=2, emb_dim=256, sigma_data=0.75),
 }
 
 
@@ -91,8 +93,17 @@ class Teacher(nn.Module):
         return self.time_mlp(timestep_embedding(t, self.config.emb_dim)) + self.text_mlp(text)
 
     def forward(self, z: torch.Tensor, t: torch.Tensor, gbuffer: torch.Tensor,
-                text: torch.Tensor) -> torch.Tensor:
-        """Velocity ``eps - x`` for noisy latents ``z`` (B, T, C, h, w) at times ``t`` (B,)."""
+                text: torch.Tensor, output: str = "v") -> torch.Tensor:
+        """Velocity ``eps - x`` (``output="v"``) or the data estimate (``output="x"``) for noisy
+        latents ``z`` (B, T, C, h, w) at times ``t`` (B,).
+
+        With ``sigma_data > 0`` the network is EDM-preconditioned: it sees ``c_in z`` and predicts
+        ``x_hat = c_skip z + c_out F``, and the velocity is ``(z - x_hat) / t``. A conditional
+        renderer's target is nearly a function of the G-buffer; predicting it directly is far
+        easier than predicting ``eps - x``, which makes the network carry the input noise through
+        every layer. Without preconditioning F is the velocity itself."""
+        if output not in ("v", "x"):
+            raise ValueError(f"output must be 'v' or 'x', got {output!r}")
         c = self.config
         if z.ndim != 5 or z.shape[2] != c.latent_channels:
             raise ValueError(f"z: expected (B, T, {c.latent_channels}, h, w), got {tuple(z.shape)}")
@@ -104,7 +115,10 @@ class Teacher(nn.Module):
         if h % 2 or w % 2:
             raise ValueError(f"latent size must be even, got {h}x{w}")
         emb = self.embed(t, text).repeat_interleave(T, 0)                    # (B*T, E)
-        x = self.stem(torch.cat([z, gbuffer], 2).reshape(B * T, -1, h, w))
+        pre = c.sigma_data > 0
+        if pre:
+            c_in, c_skip, c_out = (k.reshape(B, 1, 1, 1, 1) for k in edm_coefficients(t.float(), c.sigma_data))
+        x = self.stem(torch.cat([z * c_in if pre else z, gbuffer], 2).reshape(B * T, -1, h, w))
         for blk in self.down0:
             x = blk(x, emb, T)
         skip = x
@@ -114,8 +128,12 @@ class Teacher(nn.Module):
         x = torch.cat([self.up(x), skip], 1)
         for blk in self.up0:
             x = blk(x, emb, T)
-        v = self.out(nn.functional.silu(self.out_norm(x)))
-        return v.reshape(B, T, C, h, w)
+        f = self.out(nn.functional.silu(self.out_norm(x))).reshape(B, T, C, h, w)
+        tb = t.reshape(B, 1, 1, 1, 1)
+        if pre:
+            x_hat = c_skip * z + c_out * f
+            return x_hat if output == "x" else (z - x_hat) / tb.clamp(min=1e-4)
+        return z - tb * f if output == "x" else f
 
     def save_pretrained(self, folder, **metadata) -> None:
         save_pretrained(self, folder, **metadata)

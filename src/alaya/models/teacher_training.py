@@ -23,7 +23,7 @@ import torch
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.latent_cache import build_latent_cache, load_latents
 from alaya.data.dataset import ClipDataset
-from alaya.diffusion.flow import flow_matching_loss, logit_normal_t
+from alaya.diffusion.flow import flow_matching_loss, logit_normal_t, x_prediction_loss
 from alaya.models.teacher import Teacher, TeacherConfig, teacher_config
 from alaya.text import PromptEncoder
 from alaya.train.loop import TrainConfig, Trainer
@@ -39,6 +39,8 @@ class TeacherTrainConfig:
     text_noise: float = 1.0
     preset: str = "small"
     teacher: TeacherConfig | None = None      # overrides the preset when given
+    init: str | None = None                   # start from these weights (a run's checkpoint or a
+                                              # save_pretrained folder's model.safetensors)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/teacher", batch_size=8,
                                                                    lr=3e-4))
 
@@ -98,18 +100,32 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
     model = Teacher(cfg.teacher or teacher_config(cfg.preset, latent_channels=C, gbuffer_channels=5 * C,
                                                   prompt_dropout=cfg.prompt_dropout))
 
+    sigma_data = model.config.sigma_data
+
+    def objective(m, x, g, text, t, eps):
+        if sigma_data > 0:
+            return x_prediction_loss(lambda z, tt: m(z, tt, g, text, output="x"), x, t, eps, sigma_data)
+        return flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)
+
     def loss_fn(m, index: int):
         x, g, text, t, eps = train.batch(tc.batch_size, cfg.frames, tc.seed, index, cfg.prompt_dropout,
                                          cfg.text_noise)
-        return flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps), {}
+        return objective(m, x, g, text, t, eps), {}
 
     def validate(m) -> dict[str, float]:
-        losses = []
+        losses, flow = [], []
         for i in range(4):
             x, g, text, t, eps = val.batch(tc.batch_size, cfg.frames, 1234, i, 0.0)
-            losses.append(float(flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)))
-        return {"flow_loss": float(np.mean(losses))}
+            losses.append(float(objective(m, x, g, text, t, eps)))
+            flow.append(float(flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)))
+        return {"loss": float(np.mean(losses)), "flow_loss": float(np.mean(flow))}
 
+    if cfg.init:
+        from safetensors.torch import load_file
+        state = {k: v for k, v in load_file(cfg.init).items() if not k.startswith("out.")}
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if unexpected or any(not k.startswith("out.") for k in missing):
+            raise ValueError(f"{cfg.init}: does not fit the teacher (missing {missing[:4]}, unexpected {unexpected[:4]})")
     trainer = Trainer(model, tc, loss_fn, validate,
                       describe={"teacher": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})
     model = trainer.run().eval()
