@@ -37,6 +37,9 @@ class TeacherTrainConfig:
     frames: int = 8
     prompt_dropout: float = 0.1
     text_noise: float = 1.0
+    t_mean: float = 0.0                       # logit-normal mean of training times; > 0 favours
+                                              # high noise, where the G-buffer -> RGB mapping and
+                                              # the style are learned
     preset: str = "small"
     teacher: TeacherConfig | None = None      # overrides the preset when given
     init: str | None = None                   # start from these weights (a run's checkpoint or a
@@ -60,7 +63,7 @@ class LatentClips:
         self.phrasings = [encoder.encode(ds.meta.styles[s]["phrasings"]) for s in self.styles]
 
     def batch(self, size: int, frames: int, seed: int, index: int, dropout: float,
-              text_noise: float = 0.0):
+              text_noise: float = 0.0, t_mean: float = 0.0):
         n, s, t = self.rgb.shape[:3]
         if frames > t:
             raise ValueError(f"window of {frames} frames but clips have {t}")
@@ -75,7 +78,7 @@ class LatentClips:
             text = torch.stack([self.phrasings[k][rng.integers(len(self.phrasings[k]))] for k in st])
         text[torch.from_numpy(rng.random(size) < dropout)] = 0.0
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-        return x, g, text, logit_normal_t(size, gen), torch.randn(x.shape, generator=gen)
+        return x, g, text, logit_normal_t(size, gen, mean=t_mean), torch.randn(x.shape, generator=gen)
 
 
 def augment_prompt(phrasings: torch.Tensor, rng: np.random.Generator, noise: float) -> torch.Tensor:
@@ -109,7 +112,7 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
 
     def loss_fn(m, index: int):
         x, g, text, t, eps = train.batch(tc.batch_size, cfg.frames, tc.seed, index, cfg.prompt_dropout,
-                                         cfg.text_noise)
+                                         cfg.text_noise, cfg.t_mean)
         return objective(m, x, g, text, t, eps), {}
 
     def validate(m) -> dict[str, float]:
@@ -133,6 +136,7 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
         model.save_pretrained(cfg.out, trained={"steps": tc.steps, "batch_size": tc.batch_size,
                                                 "frames": cfg.frames, "data": cfg.data,
                                                 "text_noise": cfg.text_noise, "preset": cfg.preset,
+                                                "t_mean": cfg.t_mean,
                                                 "run_dir": tc.run_dir, "autoencoder": cfg.autoencoder},
                               metrics={"val": trainer.last_val})
     return model
