@@ -45,3 +45,15 @@ def test_presets():
     assert teacher_config("tiny", blocks=2).blocks == 2
     with pytest.raises(ValueError, match="preset"):
         teacher_config("huge")
+
+
+def test_latent_channel_weights_follow_the_decoder_gain():
+    from alaya.models.teacher_training import latent_channel_weights
+    ae = Autoencoder(AutoencoderConfig(latent_channels=4, channels=(8, 8, 8)))
+    with torch.no_grad():
+        ae.decode_linear[0].weight.zero_()
+        ae.decode_linear[0].weight[0, :, 0, 0] = torch.tensor([2.0, 1.0, 1.0, 0.0])
+    w = latent_channel_weights(ae, 1.0)
+    assert torch.allclose(w, torch.tensor([4.0, 1.0, 1.0, 0.0]) / 1.5)
+    assert torch.allclose(latent_channel_weights(ae, 0.0), torch.ones(4))
+    assert abs(float(latent_channel_weights(ae, 0.5).mean()) - 1.0) < 1e-6

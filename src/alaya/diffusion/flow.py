@@ -47,12 +47,15 @@ def edm_coefficients(t: torch.Tensor, sigma_data: float) -> tuple[torch.Tensor, 
 
 
 def x_prediction_loss(predict_x: Model, x: torch.Tensor, t: torch.Tensor, eps: torch.Tensor,
-                      sigma_data: float, cond: dict | None = None) -> torch.Tensor:
+                      sigma_data: float, cond: dict | None = None,
+                      weight: torch.Tensor | None = None) -> torch.Tensor:
     """EDM-weighted data-prediction loss: mean ``((x_hat - x) / c_out)^2`` — the preconditioned
-    network's error in its own unit-variance target space."""
+    network's error in its own unit-variance target space — optionally times a ``weight``
+    broadcast over x (e.g. per latent channel)."""
     x_hat = predict_x(interpolate(x, eps, t), t, **(cond or {}))
     c_out = edm_coefficients(t, sigma_data)[2].reshape(-1, *([1] * (x.ndim - 1)))
-    return (((x_hat.float() - x.float()) / c_out) ** 2).mean()
+    err = ((x_hat.float() - x.float()) / c_out) ** 2
+    return (err * weight).mean() if weight is not None else err.mean()
 
 
 def time_grid(steps: int, shift: float = 1.0) -> torch.Tensor:

@@ -40,6 +40,8 @@ class TeacherTrainConfig:
     t_mean: float = 0.0                       # logit-normal mean of training times; > 0 favours
                                               # high noise, where the G-buffer -> RGB mapping and
                                               # the style are learned
+    pixel_weighting: float = 0.0              # 0..1: share of the loss weighted per latent channel
+                                              # by its pixel-space gain (see latent_channel_weights)
     preset: str = "small"
     teacher: TeacherConfig | None = None      # overrides the preset when given
     init: str | None = None                   # start from these weights (a run's checkpoint or a
@@ -92,6 +94,15 @@ def augment_prompt(phrasings: torch.Tensor, rng: np.random.Generator, noise: flo
     return e / e.norm()
 
 
+def latent_channel_weights(ae: Autoencoder, mix: float) -> torch.Tensor:
+    """(C,) loss weights, mean 1: ``(1 - mix) + mix * g_c^2 / mean(g^2)`` with ``g_c`` the norm of
+    the linear decoder's column for channel c. The codec's latents are whitened (every channel
+    has about unit variance) while their pixel-space gains differ 55x (the shipped codec): an
+    unweighted latent loss spends most of its effort on channels that barely change the image."""
+    gain = ae.decode_linear[0].weight.detach()[:, :, 0, 0].norm(dim=0) ** 2
+    return (1 - mix) + mix * gain / gain.mean()
+
+
 def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
     ae = Autoencoder.from_pretrained(cfg.autoencoder).eval()
     folder = build_latent_cache(cfg.data, ae, progress=cfg.train.progress)
@@ -104,10 +115,12 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
                                                   prompt_dropout=cfg.prompt_dropout))
 
     sigma_data = model.config.sigma_data
+    weight = latent_channel_weights(ae, cfg.pixel_weighting).view(1, 1, -1, 1, 1) if cfg.pixel_weighting else None
 
     def objective(m, x, g, text, t, eps):
         if sigma_data > 0:
-            return x_prediction_loss(lambda z, tt: m(z, tt, g, text, output="x"), x, t, eps, sigma_data)
+            return x_prediction_loss(lambda z, tt: m(z, tt, g, text, output="x"), x, t, eps, sigma_data,
+                                     weight=weight)
         return flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)
 
     def loss_fn(m, index: int):
@@ -136,7 +149,7 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
         model.save_pretrained(cfg.out, trained={"steps": tc.steps, "batch_size": tc.batch_size,
                                                 "frames": cfg.frames, "data": cfg.data,
                                                 "text_noise": cfg.text_noise, "preset": cfg.preset,
-                                                "t_mean": cfg.t_mean,
+                                                "t_mean": cfg.t_mean, "pixel_weighting": cfg.pixel_weighting,
                                                 "run_dir": tc.run_dir, "autoencoder": cfg.autoencoder},
                               metrics={"val": trainer.last_val})
     return model
