@@ -93,3 +93,17 @@ def test_init_from_teacher_copies_matching_weights():
     v_t = teacher(x["z"][:, None].repeat(1, 3, 1, 1, 1), x["t"], x["gbuffer"][:, None].repeat(1, 3, 1, 1, 1),
                   x["text"])[:, 1]
     assert torch.allclose(s(**x), v_t, atol=1e-4)
+
+
+def test_single_frame_temporal_conv_fast_path_is_exact():
+    from alaya.nn.conditioning import TemporalConv
+    for causal in (False, True):
+        tc = TemporalConv(6, 3, causal)
+        with torch.no_grad():
+            tc.conv.weight.normal_()
+            tc.conv.bias.normal_()
+        x = torch.randn(2, 6, 4, 5)
+        seq = x.reshape(2, 6, 20).permute(0, 2, 1).reshape(-1, 6, 1)
+        pad = (2, 0) if causal else (1, 1)
+        slow = tc.conv(torch.nn.functional.pad(seq, pad, mode="replicate")).reshape(2, 20, 6).permute(0, 2, 1)
+        assert torch.allclose(tc(x, 1), x + slow.reshape(2, 6, 4, 5), atol=1e-5)

@@ -44,6 +44,8 @@ class TemporalConv(nn.Module):
 
     def forward(self, x: torch.Tensor, frames: int) -> torch.Tensor:
         bt, c, h, w = x.shape
+        if frames == 1:     # replicate padding of one frame: every tap sees it, a 1x1 convolution
+            return x + nn.functional.conv2d(x, self.conv.weight.sum(-1)[:, :, None, None], self.conv.bias)
         seq = x.reshape(bt // frames, frames, c, h * w).permute(0, 3, 2, 1).reshape(-1, c, frames)
         pad = (self.kernel - 1, 0) if self.causal else ((self.kernel - 1) // 2, self.kernel // 2)
         y = self.conv(nn.functional.pad(seq, pad, mode="replicate"))
