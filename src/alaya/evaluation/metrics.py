@@ -29,10 +29,11 @@ LUMA = (0.2126, 0.7152, 0.0722)
 
 
 def frames_to_tensor(frames: np.ndarray) -> torch.Tensor:
-    """uint8 (T, H, W, 3) -> float (T, 3, H, W) in [0, 1]."""
-    if frames.dtype != np.uint8 or frames.ndim != 4 or frames.shape[-1] != 3:
+    """uint8 (..., H, W, 3) -> float (N, 3, H, W) in [0, 1], leading dims flattened."""
+    if frames.dtype != np.uint8 or frames.ndim < 4 or frames.shape[-1] != 3:
         raise ValueError(f"frames: expected uint8 (T, H, W, 3), got {frames.dtype} {frames.shape}")
-    return torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).float() / 255.0
+    t = torch.from_numpy(np.ascontiguousarray(frames)).reshape(-1, *frames.shape[-3:])
+    return t.permute(0, 3, 1, 2).float() / 255.0
 
 
 def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
@@ -150,9 +151,10 @@ def _dilate(x: np.ndarray) -> np.ndarray:
     return (F.max_pool2d(t, 3, 1, 1)[:, 0] > 0).numpy()
 
 
-def structure_f1(frames: torch.Tensor, gbuffer: dict[str, np.ndarray]) -> float:
-    """F1 of the output's edges against the G-buffer's discontinuities (1-px tolerance)."""
-    out, ref = image_edges(frames), gbuffer_edges(gbuffer)
+def structure_f1(frames: torch.Tensor, gbuffer: dict[str, np.ndarray], edges: np.ndarray | None = None) -> float:
+    """F1 of the output's edges against the G-buffer's discontinuities (1-px tolerance);
+    ``edges`` = ``gbuffer_edges(gbuffer)`` when already computed for the clip."""
+    out, ref = image_edges(frames), gbuffer_edges(gbuffer) if edges is None else edges
     if out.shape != ref.shape:
         raise ValueError(f"frames give edges {out.shape} but the G-buffer {ref.shape}")
     precision = (out & _dilate(ref)).sum() / max(out.sum(), 1)

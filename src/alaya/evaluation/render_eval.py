@@ -32,8 +32,6 @@ from alaya.evaluation import metrics as M
 from alaya.evaluation.style_classifier import StyleClassifier
 
 RenderFn = Callable[[dict, str, str, int], np.ndarray]
-KEYS = ("psnr", "ssim", "warp_error", "flicker", "structure_f1", "style_accuracy",
-        "reference_warp_error", "reference_structure_f1")
 
 
 @dataclass
@@ -112,7 +110,7 @@ def evaluate_renderer(render: RenderFn, cfg: RenderEvalConfig, progress: bool = 
         T = min(cfg.frames, clip["depth"].shape[0])
         clip = {k: (v[:, :T] if k == "rgb" else v[:T] if k in GBUFFER_KEYS else v) for k, v in clip.items()}
         gbuffer = {k: clip[k] for k in GBUFFER_KEYS}
-        mask = M.occlusion_mask(gbuffer)
+        mask, edges = M.occlusion_mask(gbuffer), M.gbuffer_edges(gbuffer)
         for style in styles:
             ref_np = reference_renderer(clip, style, "", 0)
             ref = M.frames_to_tensor(ref_np)
@@ -127,10 +125,10 @@ def evaluate_renderer(render: RenderFn, cfg: RenderEvalConfig, progress: bool = 
             row = {"clip": cid, "style": style, "prompt": prompt,
                    "psnr": float(M.psnr(out, ref).mean()), "ssim": float(M.ssim(out, ref).mean()),
                    "warp_error": M.warp_error(out, gbuffer, mask), "flicker": M.flicker(out, ref),
-                   "structure_f1": M.structure_f1(out, gbuffer),
+                   "structure_f1": M.structure_f1(out, gbuffer, edges),
                    "style_accuracy": float(np.mean([p == style for p in pred])),
                    "reference_warp_error": M.warp_error(ref, gbuffer, mask),
-                   "reference_structure_f1": M.structure_f1(ref, gbuffer)}
+                   "reference_structure_f1": M.structure_f1(ref, gbuffer, edges)}
             bar.update()
             if ci == 0:
                 samples[style] = {"albedo": clip["albedo"][T // 2], "reference": ref_np[T // 2],

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from alaya.data.frames import FrameBank
+from alaya.evaluation.metrics import frames_to_tensor
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 from alaya.train.loop import TrainConfig, Trainer
 
@@ -72,12 +73,7 @@ class StyleClassifier(nn.Module):
 
 
 def _as_images(frames: np.ndarray | torch.Tensor) -> torch.Tensor:
-    if isinstance(frames, np.ndarray):
-        if frames.dtype != np.uint8 or frames.shape[-1] != 3:
-            raise ValueError(f"frames: expected uint8 (..., H, W, 3), got {frames.dtype} {frames.shape}")
-        t = torch.from_numpy(np.ascontiguousarray(frames)).reshape(-1, *frames.shape[-3:])
-        return t.permute(0, 3, 1, 2).float() / 255.0
-    return frames
+    return frames_to_tensor(frames) if isinstance(frames, np.ndarray) else frames
 
 
 def augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

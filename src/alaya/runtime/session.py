@@ -23,6 +23,7 @@ import torch
 from alaya.codecs.gbuffer import gbuffer_input
 from alaya.codecs.tiny import StreamingDecoder, TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student, latent_flow, push_context, sample_student, warp_context
+from alaya.renderers.teacher import check_gbuffer
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
@@ -56,27 +57,21 @@ class RenderSession:
 
     def reset(self) -> None:
         """Forget the past: the next frame starts a new stream (frame index 0)."""
-        K, C = self.student.config.context, self.student.config.latent_channels
         self.frame_index = 0
         self.context: torch.Tensor | None = None        # (1, K, C, h, w), newest first
         self.valid: torch.Tensor | None = None          # (1, K, 1, h, w)
-        self._shape = (K, C)
         self.decoder.reset()
 
-    def _check(self, frame: Mapping[str, np.ndarray]) -> tuple[int, int]:
-        for key in FRAME_KEYS:
-            if key not in frame:
-                raise KeyError(f"G-buffer frame is missing '{key}'")
-        depth = np.asarray(frame["depth"])
-        if depth.ndim != 2 or depth.shape[0] % 16 or depth.shape[1] % 16:
-            raise ValueError(f"G-buffer 'depth': expected (H, W) with H, W multiples of 16, got {depth.shape}")
-        H, W = depth.shape
+    @staticmethod
+    def _check(frame: Mapping[str, np.ndarray]) -> tuple[int, int]:
+        if "motion" not in frame:
+            raise KeyError("G-buffer frame is missing 'motion'")
+        _, H, W = check_gbuffer({k: np.asarray(frame[k])[None] for k in FRAME_KEYS if k in frame})
         motion = np.asarray(frame["motion"])
         if motion.shape != (H, W, 2):
             raise ValueError(f"G-buffer 'motion': expected {(H, W, 2)}, got {motion.shape}")
-        for key in ("depth", "normal", "motion"):
-            if not np.isfinite(np.asarray(frame[key], dtype=np.float32)).all():
-                raise ValueError(f"G-buffer '{key}' contains NaN or infinite values")
+        if not np.isfinite(motion.astype(np.float32)).all():
+            raise ValueError("G-buffer 'motion' contains NaN or infinite values")
         return H, W
 
     @torch.no_grad()
@@ -84,7 +79,7 @@ class RenderSession:
         """The student's output latents (1, C, h, w) for one G-buffer frame; advances the stream."""
         H, W = self._check(frame)
         g = self.gbuffer_encoder(gbuffer_input({k: frame[k] for k in FRAME_KEYS if k != "motion"}))
-        K, C = self._shape
+        K, C = self.student.config.context, self.student.config.latent_channels
         h, w = g.shape[-2:]
         if self.context is None or self.context.shape[-2:] != (h, w):
             self.context = torch.zeros(1, K, C, h, w)
