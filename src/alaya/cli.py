@@ -72,7 +72,7 @@ def _train(a: argparse.Namespace) -> int:
         model = train_student(StudentTrainConfig(
             data=a.data, stage=a.stage, teacher=a.teacher, autoencoder=a.autoencoder, init=a.init,
             out=a.out or f"weights/student_{a.stage}", guidance=a.guidance, sample_steps=a.sample_steps,
-            rollout=a.rollout, train=train))
+            rollout=a.rollout, text_noise=a.text_noise, data_weight=a.data_weight, train=train))
     elif a.what == "style-classifier":
         from alaya.evaluation.style_classifier import StyleClassifierTrainConfig, train_style_classifier
         model = train_style_classifier(StyleClassifierTrainConfig(
@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--pairs", type=int, default=1536, help="tiny-codecs: cached frame pairs")
     tr.add_argument("--frames", type=int, default=8, help="teacher: frames per training window")
     tr.add_argument("--preset", default="small", help="teacher: size preset (tiny, small, base)")
-    tr.add_argument("--text-noise", type=float, default=1.0, help="teacher: prompt augmentation")
+    tr.add_argument("--text-noise", type=float, default=1.0, help="teacher, student: prompt augmentation")
     tr.add_argument("--t-mean", type=float, default=0.0, help="teacher: logit-normal mean of training times")
     tr.add_argument("--pixel-weighting", type=float, default=0.0,
                     help="teacher: 0..1, weight latent channels by their pixel-space gain")
@@ -239,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--guidance", type=float, default=2.0, help="student: guidance weight folded in")
     tr.add_argument("--sample-steps", type=int, default=8, help="student 'steps': the previous stage's steps")
     tr.add_argument("--rollout", type=int, default=2, help="student 'meanflow': self-generated context frames")
+    tr.add_argument("--data-weight", type=float, default=0.0,
+                    help="student: also fit the data itself, with this weight (beyond the teacher)")
     tr.add_argument("--ema", type=float, default=0.0)
     tr.add_argument("--bf16", action="store_true")
     tr.add_argument("--val-every", type=int, default=250)

@@ -1,5 +1,7 @@
 """Student contracts: shapes, input errors, context use, latent warping, teacher init."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -7,7 +9,7 @@ from alaya.models.student import Student, StudentConfig, latent_flow, push_conte
 from alaya.models.teacher import Teacher, TeacherConfig
 
 TINY = StudentConfig(latent_channels=4, gbuffer_channels=8, text_dim=6, widths=(16, 16), blocks=1,
-                     emb_dim=16, context=2)
+                     emb_dim=16, context=2, sigma_data=0.0)
 
 
 def randomised(cfg=TINY):
@@ -74,18 +76,20 @@ def test_warp_latents_follows_motion():
     assert torch.allclose(ctx2[0, 0, 0, :, 1:], lat[0, 0, :, :-1]) and not val2[0, 0, 0, :, 0].any()
 
 
-def test_init_from_teacher_copies_matching_weights():
+@pytest.mark.parametrize("sigma_data", [0.0, 0.5])
+def test_init_from_teacher_copies_matching_weights(sigma_data):
     tcfg = TeacherConfig(latent_channels=4, gbuffer_channels=8, text_dim=6, widths=(16, 16), blocks=1,
-                         emb_dim=16)
+                         emb_dim=16, sigma_data=sigma_data)
     teacher = Teacher(tcfg)
     with torch.no_grad():
         for p in teacher.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    s = Student(TINY)
+    s = Student(dataclasses.replace(TINY, sigma_data=sigma_data))
     copied = s.init_from_teacher(teacher)
     assert "text_mlp.0.weight" in copied and "down0.0.conv1.weight" in copied
-    assert torch.equal(s.stem.weight[:, :12], teacher.stem.weight)
-    assert torch.count_nonzero(s.stem.weight[:, 12:]) == 0
+    assert torch.equal(s.stem.weight, teacher.stem.weight[:, :4])
+    assert torch.equal(s.cond_stem.weight[:, :8], teacher.stem.weight[:, 4:])
+    assert torch.count_nonzero(s.cond_stem.weight[:, 8:]) == 0
     # on a static scene with no context the student reproduces the teacher's velocity
     x = inputs(B=1)
     x["context_valid"].zero_()
@@ -107,3 +111,19 @@ def test_single_frame_temporal_conv_fast_path_is_exact():
         pad = (2, 0) if causal else (1, 1)
         slow = tc.conv(torch.nn.functional.pad(seq, pad, mode="replicate")).reshape(2, 20, 6).permute(0, 2, 1)
         assert torch.allclose(tc(x, 1), x + slow.reshape(2, 6, 4, 5), atol=1e-5)
+
+
+def test_precomputed_condition_features_give_the_same_output():
+    m, x = randomised(dataclasses.replace(TINY, sigma_data=0.5)), inputs()
+    feats = m.condition(x["gbuffer"], x["context"], x["context_valid"])
+    assert feats.shape == (2, 16, 4, 6)
+    assert torch.allclose(m(**x, features=feats), m(**x), atol=1e-6)
+
+
+def test_preconditioned_student_velocity_points_from_its_data_estimate():
+    # an all-zero network under EDM preconditioning predicts x_hat = c_skip z: the velocity is
+    # then (z - c_skip z) / t, the exact flow of data ~ N(0, sigma_data^2)
+    from alaya.diffusion.flow import edm_coefficients
+    m, x = Student(dataclasses.replace(TINY, sigma_data=0.5)), inputs()
+    c_skip = edm_coefficients(x["t"], 0.5)[1].view(-1, 1, 1, 1)
+    assert torch.allclose(m(**x), (x["z"] - c_skip * x["z"]) / x["t"].view(-1, 1, 1, 1), atol=1e-5)

@@ -79,3 +79,16 @@ def test_bad_frames_are_named(frames):
         s.step(bad)
     with pytest.raises(ValueError, match="multiples of 16"):
         s.step({k: v[:24, :24] for k, v in frames[0].items()})
+
+
+def test_onnx_backend_matches_torch(frames, tmp_path):
+    from alaya.runtime.backends import ONNX_TOLERANCE
+    t_sess, o_sess = session(), session(backend="onnx", onnx_folder=str(tmp_path))
+    for f in frames[:4]:
+        zt, zo = t_sess.step_latent(f), o_sess.step_latent(f)
+        assert torch.allclose(zt, zo, atol=ONNX_TOLERANCE)
+    assert sorted(p.name for p in (tmp_path / "32").iterdir()) == ["decode.onnx", "frame.onnx", "step.onnx"]
+    a, b = session().run(frames[:4]), session(backend="onnx").run(frames[:4])
+    assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
+    with pytest.raises(ValueError, match="backend"):
+        session(backend="tensorrt")

@@ -46,6 +46,16 @@ def edm_coefficients(t: torch.Tensor, sigma_data: float) -> tuple[torch.Tensor, 
     return d.rsqrt(), (1 - t) * s2 / d, t * sigma_data * d.rsqrt()
 
 
+def velocity_loss_weight(t: torch.Tensor, sigma_data: float) -> torch.Tensor:
+    """Per-sample weight (t / c_out)^2 that turns a velocity error into the EDM-preconditioned
+    network's error: for ``v = (z - x_hat) / t`` a velocity error e is an ``x_hat`` error t e, so
+    this keeps a data-predicting model's loss bounded as t -> 0 (it tends to 1; 1/sigma_data^2 at
+    t = 1). All ones when ``sigma_data`` is 0 (a plain velocity model)."""
+    if sigma_data <= 0:
+        return torch.ones_like(t)
+    return (t / edm_coefficients(t, sigma_data)[2]) ** 2
+
+
 def x_prediction_loss(predict_x: Model, x: torch.Tensor, t: torch.Tensor, eps: torch.Tensor,
                       sigma_data: float, cond: dict | None = None,
                       weight: torch.Tensor | None = None) -> torch.Tensor:

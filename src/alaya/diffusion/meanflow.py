@@ -50,13 +50,16 @@ def meanflow_target(model: AverageVelocity, z: torch.Tensor, r: torch.Tensor, t:
 
 def meanflow_loss(model: AverageVelocity, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor,
                   v: torch.Tensor, jvp: str = "exact", adaptive_p: float = 0.0,
-                  adaptive_c: float = 1e-3) -> torch.Tensor:
+                  adaptive_c: float = 1e-3, weight: torch.Tensor | None = None) -> torch.Tensor:
     """Mean squared error to the MeanFlow target; ``adaptive_p > 0`` weights each sample by
-    ``1 / sg(err + c)^p`` (the paper's adaptive loss)."""
+    ``1 / sg(err + c)^p`` (the paper's adaptive loss); ``weight`` (B,) multiplies each sample's
+    error (e.g. ``velocity_loss_weight``)."""
     u, target = meanflow_target(model, z, r, t, v, jvp)
     err = ((u.float() - target.float()) ** 2).flatten(1).mean(1)
     if adaptive_p > 0:
         err = err / (err.detach() + adaptive_c) ** adaptive_p
+    if weight is not None:
+        err = err * weight
     return err.mean()
 
 

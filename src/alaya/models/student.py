@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from alaya.diffusion.flow import edm_coefficients
 from alaya.models.teacher import FlowBlock, Teacher
 from alaya.nn.blocks import conv
 from alaya.nn.conditioning import timestep_embedding
@@ -40,6 +41,7 @@ class StudentConfig:
     context: int = 2                  # past output latents it sees (newest first)
     average_velocity: bool = False    # True after MeanFlow training: called with r < t
     steps: int = 4                    # sampling steps it was distilled for
+    sigma_data: float = 0.75          # > 0: EDM-preconditioned data prediction, as the teacher
 
 
 def latent_flow(motion: torch.Tensor, factor: int = 8) -> torch.Tensor:
@@ -89,9 +91,10 @@ def sample_student(student: "Student", z: torch.Tensor, ts: torch.Tensor, gbuffe
     """Integrate one frame's latents from ``ts[0]`` to ``ts[-1]``: ``z_r = z_t - (t - r) u(z, r, t)``
     with r the next grid time for an average-velocity student, r = t (Euler) otherwise."""
     B = z.shape[0]
+    features = student.condition(gbuffer, context, valid)      # once per frame, not per step
     for t, r in zip(ts[:-1], ts[1:]):
         rr = r if student.config.average_velocity else t
-        z = z - (t - r) * student(z, rr.expand(B), t.expand(B), gbuffer, text, context, valid)
+        z = z - (t - r) * student(z, rr.expand(B), t.expand(B), gbuffer, text, context, valid, features)
     return z
 
 
@@ -105,7 +108,12 @@ class Student(nn.Module):
         nn.init.zeros_(self.interval_mlp[-1].weight)       # r = t at init: a plain velocity model
         nn.init.zeros_(self.interval_mlp[-1].bias)
         self.text_mlp = nn.Sequential(nn.Linear(c.text_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
-        self.stem = conv(c.latent_channels + c.gbuffer_channels + c.context * (c.latent_channels + 1), w0)
+        # The input layer is linear, so it splits exactly into a per-step part for the noisy
+        # latents and a per-frame part for the G-buffer and context (``condition``), which a
+        # sampler computes once per frame instead of once per step.
+        self.stem = conv(c.latent_channels, w0)
+        self.cond_stem = conv(c.gbuffer_channels + c.context * (c.latent_channels + 1), w0)
+        nn.init.zeros_(self.cond_stem.bias)
         self.down0 = nn.ModuleList(FlowBlock(w0, w0, c.emb_dim, 3, causal=True) for _ in range(c.blocks))
         self.down = nn.Conv2d(w0, w1, 3, 2, 1)
         self.mid = nn.ModuleList(FlowBlock(w1, w1, c.emb_dim, 3, causal=True) for _ in range(2 * c.blocks))
@@ -122,11 +130,24 @@ class Student(nn.Module):
         return (self.time_mlp(timestep_embedding(t, d)) + self.interval_mlp(timestep_embedding(t - r, d))
                 + self.text_mlp(text))
 
+    def condition(self, gbuffer: torch.Tensor, context: torch.Tensor, context_valid: torch.Tensor) -> torch.Tensor:
+        """The input layer's per-frame part: features (B, widths[0], h, w) of the G-buffer
+        latents and the masked context, the same for every sampling step of a frame."""
+        B, K = context.shape[:2]
+        h, w = gbuffer.shape[-2:]
+        ctx = torch.cat([context * context_valid, context_valid], 2).reshape(B, -1, h, w)
+        return self.cond_stem(torch.cat([gbuffer, ctx], 1))
+
     def forward(self, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor, gbuffer: torch.Tensor,
-                text: torch.Tensor, context: torch.Tensor, context_valid: torch.Tensor) -> torch.Tensor:
+                text: torch.Tensor, context: torch.Tensor, context_valid: torch.Tensor,
+                features: torch.Tensor | None = None) -> torch.Tensor:
         """Average velocity over [r, t] for one frame's noisy latents ``z`` (B, C, h, w), with
         G-buffer latents (B, G, h, w), prompt (B, D), context (B, K, C, h, w) and its validity
-        (B, K, 1, h, w) — zeros where there is no past yet."""
+        (B, K, 1, h, w) — zeros where there is no past yet. ``features``: ``condition(gbuffer,
+        context, context_valid)`` when the caller already has it (a sampler, per frame).
+
+        With ``sigma_data > 0`` the network predicts the frame's data ``x_hat = c_skip z + c_out F``
+        (EDM preconditioning at time t) and the velocity is ``(z - x_hat) / t``."""
         c = self.config
         B, C, h, w = z.shape
         K = c.context
@@ -138,9 +159,21 @@ class Student(nn.Module):
                 raise ValueError(f"{name}: expected {expect[name]}, got {tuple(value.shape)}")
         if C != c.latent_channels or h % 2 or w % 2:
             raise ValueError(f"z: expected (B, {c.latent_channels}, h, w) with even h, w, got {tuple(z.shape)}")
+        if features is None:
+            features = self.condition(gbuffer, context, context_valid)
+        return self.velocity(z, r, t, text, features)
+
+    def velocity(self, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor, text: torch.Tensor,
+                 features: torch.Tensor) -> torch.Tensor:
+        """``forward`` without input checks, from ``condition``'s features: the per-step network
+        (what the ONNX export runs)."""
+        c = self.config
+        B = z.shape[0]
         emb = self.embed(r, t, text)
-        ctx = torch.cat([context * context_valid, context_valid], 2).reshape(B, -1, h, w)
-        x = self.stem(torch.cat([z, gbuffer, ctx], 1))
+        pre = c.sigma_data > 0
+        if pre:
+            c_in, c_skip, c_out = (k.reshape(B, 1, 1, 1) for k in edm_coefficients(t.float(), c.sigma_data))
+        x = self.stem(z * c_in if pre else z) + features
         for blk in self.down0:
             x = blk(x, emb, 1)
         skip = x
@@ -150,7 +183,10 @@ class Student(nn.Module):
         x = torch.cat([self.up(x), skip], 1)
         for blk in self.up0:
             x = blk(x, emb, 1)
-        return self.out(F.silu(self.out_norm(x)))
+        f = self.out(F.silu(self.out_norm(x)))
+        if not pre:
+            return f
+        return (z - (c_skip * z + c_out * f)) / t.reshape(B, 1, 1, 1).clamp(min=1e-4)
 
     @torch.no_grad()
     def init_from_teacher(self, teacher: Teacher) -> list[str]:
@@ -162,13 +198,16 @@ class Student(nn.Module):
             if name in own and own[name].shape == value.shape:
                 own[name].copy_(value)
                 copied.append(name)
-        sw, tw = own["stem.weight"], teacher.stem.weight
-        n_in = tw.shape[1]
-        if sw.shape[0] == tw.shape[0] and sw.shape[2:] == tw.shape[2:]:
-            sw[:, :n_in] = tw
-            sw[:, n_in:] = 0
+        tw = teacher.stem.weight                            # (w0, C + G, 3, 3)
+        C = self.config.latent_channels
+        sw, cw = own["stem.weight"], own["cond_stem.weight"]
+        if sw.shape[0] == tw.shape[0] and sw.shape[2:] == tw.shape[2:] and tw.shape[1] == C + self.config.gbuffer_channels:
+            sw.copy_(tw[:, :C])
+            cw[:, :tw.shape[1] - C] = tw[:, C:]
+            cw[:, tw.shape[1] - C:] = 0
             own["stem.bias"].copy_(teacher.stem.bias)
-            copied += ["stem.weight[:, :z+gbuffer]", "stem.bias"]
+            own["cond_stem.bias"].zero_()
+            copied += ["stem.weight", "cond_stem.weight[:, :gbuffer]", "stem.bias"]
         return copied
 
     def save_pretrained(self, folder, **metadata) -> None:

@@ -15,6 +15,11 @@ streaming student in five stages, each starting from the previous stage's weight
 5. ``tiny`` — the tiny G-buffer encoder's latents replace the full codec's: the student learns
    to give, from tiny-encoder latents, what the previous stage gave from full ones.
 
+With ``data_weight > 0`` the regression stages also fit the data itself (flow matching on the
+ground-truth latents, whose per-sample path is straight: ``u = eps - x`` for any r), so the
+student is not bounded by an imperfect teacher. Errors are weighted per sample by
+``velocity_loss_weight`` (the data-predicting network's own error scale).
+
 Contexts in stages 1–3 come from the ground-truth latents of the previous frames (warped by
 the engine's motion, with a little noise); the first frame of a stream (no context) is trained
 ``start_fraction`` of the time.
@@ -33,7 +38,7 @@ from alaya.codecs.gbuffer import gbuffer_input
 from alaya.codecs.latent_cache import build_latent_cache
 from alaya.codecs.tiny import TinyGBufferEncoder
 from alaya.data.dataset import ClipDataset
-from alaya.diffusion.flow import interpolate
+from alaya.diffusion.flow import interpolate, velocity_loss_weight
 from alaya.diffusion.meanflow import meanflow_loss, sample_times
 from alaya.models.student import (Student, StudentConfig, latent_flow, push_context, sample_student,
                                   warp_context)
@@ -62,6 +67,7 @@ class StudentTrainConfig:
     context_noise: float = 0.1
     start_fraction: float = 0.1
     text_noise: float = 1.0
+    data_weight: float = 0.0             # > 0: plus this times flow matching on the data itself
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/student", batch_size=16,
                                                                    lr=3e-4))
 
@@ -145,7 +151,8 @@ def build_student(cfg: StudentTrainConfig, teacher: Teacher) -> Student:
         return Student.from_pretrained(cfg.init)
     tc = teacher.config
     scfg = cfg.student or StudentConfig(latent_channels=tc.latent_channels, gbuffer_channels=tc.gbuffer_channels,
-                                        text_dim=tc.text_dim, emb_dim=tc.emb_dim)
+                                        text_dim=tc.text_dim, emb_dim=tc.emb_dim,
+                                        sigma_data=tc.sigma_data)
     student = Student(scfg)
     student.init_from_teacher(teacher)
     return student
@@ -198,7 +205,8 @@ def train_student(cfg: StudentTrainConfig) -> Student:
             r, t = torch.where(grid, gr, r), torch.where(grid, gt, t)
             z = interpolate(x, eps, t)
             v = teacher_velocity(teacher, train, c, st, f, z, t, gen, text, cfg.teacher_window, cfg.guidance)
-            loss = meanflow_loss(lambda zz, rr, tt: net(zz, rr, tt, g, text, ctx, valid), z, r, t, v)
+            weight = velocity_loss_weight(t, net.config.sigma_data)
+            loss = meanflow_loss(lambda zz, rr, tt: net(zz, rr, tt, g, text, ctx, valid), z, r, t, v, weight=weight)
             return loss, {}
         ctx, valid = train.context(c, st, f, K, cfg.context_noise, rng, cfg.start_fraction)
         if cfg.stage in ("ar", "guidance"):
@@ -226,7 +234,14 @@ def train_student(cfg: StudentTrainConfig) -> Student:
             with torch.no_grad():
                 target = frozen(z, r, t, g_full, text, ctx, valid)
             u = m(z, r, t, g, text, ctx, valid)
-        return ((u - target) ** 2).mean(), {}
+        weight = velocity_loss_weight(t, student.config.sigma_data).view(-1, 1, 1, 1)
+        loss = (weight * (u - target) ** 2).mean()
+        logs = {}
+        if cfg.data_weight > 0 and cfg.stage != "tiny":
+            data = (weight * (u - (eps - x)) ** 2).mean()   # straight per-sample path: u = eps - x
+            logs = {"teacher_loss": loss.detach(), "data_loss": data.detach()}
+            loss = loss + cfg.data_weight * data
+        return loss, logs
 
     trainer = Trainer(student, tc, loss_fn,
                       describe={"student": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})

@@ -3,9 +3,11 @@ frame out.
 
 Per frame: the tiny G-buffer encoder turns the raw G-buffer into latents; the context (the
 student's last ``context`` output latents) is warped into the new frame by its motion vectors;
-the student integrates the frame's latents from noise in ``steps`` steps (``sample_student``:
-MeanFlow steps ``z_r = z_t - (t - r) u`` once it predicts average velocities, Euler steps before); the tiny streaming decoder (with its own one-frame memory) turns
-them into RGB. Everything held across frames has a fixed size, so memory stays flat over an
+the student's per-frame input features are computed once; the student integrates the frame's
+latents from noise in ``steps`` steps (MeanFlow steps ``z_r = z_t - (t - r) u`` once it
+predicts average velocities, Euler steps before); the tiny streaming decoder (with its own
+one-frame memory) turns them into RGB. The networks run in torch or onnxruntime
+(``alaya.runtime.backends``). Everything held across frames has a fixed size, so memory stays flat over an
 unbounded stream.
 
 Noise for frame n is drawn from a generator seeded by (seed, n), so the output does not depend
@@ -21,8 +23,9 @@ import numpy as np
 import torch
 
 from alaya.codecs.gbuffer import gbuffer_input
-from alaya.codecs.tiny import StreamingDecoder, TinyDecoder, TinyGBufferEncoder
-from alaya.models.student import Student, latent_flow, push_context, sample_student, warp_context
+from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
+from alaya.models.student import Student, latent_flow, push_context, warp_context
+from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
 from alaya.renderers.teacher import check_gbuffer
 from alaya.text import PromptEncoder
 
@@ -32,19 +35,24 @@ FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
 class RenderSession:
     def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, decoder: TinyDecoder,
                  prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None, seed: int = 0,
-                 channels_last: bool = False):
+                 channels_last: bool = False, backend: str = "torch", onnx_folder: str | None = None):
+        """``backend``: ``"torch"`` or ``"onnx"`` (onnxruntime; the graphs are exported on the first
+        frame of each size, into ``onnx_folder`` or a temporary folder)."""
         steps = student.config.steps if steps is None else steps
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.student = student.eval()
         self.gbuffer_encoder = gbuffer_encoder.eval()
-        self.decoder = StreamingDecoder(decoder)
+        self.tiny_decoder = decoder.eval()
+        self.backend_name, self.onnx_folder = backend, onnx_folder
+        self.torch_backend = TorchBackend(self.student, self.gbuffer_encoder, self.tiny_decoder, channels_last)
+        self.backend = self.torch_backend if backend == "torch" else None
+        self.backend_size: int | None = None
         self.encoder = encoder or PromptEncoder()
         self.steps, self.seed = steps, seed
         self.times = torch.linspace(1.0, 0.0, steps + 1)
-        if channels_last:
-            for m in (self.student, self.gbuffer_encoder, self.decoder.decoder):
-                m.to(memory_format=torch.channels_last)
         self.prompt = ""
         self.text = torch.zeros(1, student.config.text_dim)
         self.set_prompt(prompt)
@@ -60,7 +68,14 @@ class RenderSession:
         self.frame_index = 0
         self.context: torch.Tensor | None = None        # (1, K, C, h, w), newest first
         self.valid: torch.Tensor | None = None          # (1, K, 1, h, w)
-        self.decoder.reset()
+        self.decoder_state: torch.Tensor | None = None
+
+    def _backend_for(self, size: int):
+        if self.backend_name == "onnx" and self.backend_size != size:
+            folder = None if self.onnx_folder is None else f"{self.onnx_folder}/{size}"
+            self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.tiny_decoder, size, folder)
+            self.backend_size = size
+        return self.backend
 
     @staticmethod
     def _check(frame: Mapping[str, np.ndarray]) -> tuple[int, int]:
@@ -78,18 +93,23 @@ class RenderSession:
     def step_latent(self, frame: Mapping[str, np.ndarray]) -> torch.Tensor:
         """The student's output latents (1, C, h, w) for one G-buffer frame; advances the stream."""
         H, W = self._check(frame)
-        g = self.gbuffer_encoder(gbuffer_input({k: frame[k] for k in FRAME_KEYS if k != "motion"}))
+        backend = self._backend_for(H) if H == W else self.torch_backend
+        x = gbuffer_input({k: frame[k] for k in FRAME_KEYS if k != "motion"})
         K, C = self.student.config.context, self.student.config.latent_channels
-        h, w = g.shape[-2:]
+        h, w = H // 8, W // 8
         if self.context is None or self.context.shape[-2:] != (h, w):
             self.context = torch.zeros(1, K, C, h, w)
             self.valid = torch.zeros(1, K, 1, h, w)
+            self.decoder_state = None
         elif self.frame_index > 0:
             motion = torch.from_numpy(np.asarray(frame["motion"], dtype=np.float32))[None]
-            self.context, self.valid = warp_context(self.context, self.valid, latent_flow(motion, H // h))
+            self.context, self.valid = warp_context(self.context, self.valid, latent_flow(motion, 8))
+        _, features = backend.frame(x, self.context, self.valid)
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.frame_index)
         z = torch.randn(1, C, h, w, generator=gen)
-        z = sample_student(self.student, z, self.times, g, self.text, self.context, self.valid)
+        average = self.student.config.average_velocity
+        for t, r in zip(self.times[:-1], self.times[1:]):
+            z = z - (t - r) * backend.step(z, (r if average else t).reshape(1), t.reshape(1), self.text, features)
         self.context, self.valid = push_context(self.context, self.valid, z)
         self.frame_index += 1
         return z
@@ -97,8 +117,13 @@ class RenderSession:
     @torch.no_grad()
     def step(self, frame: Mapping[str, np.ndarray]) -> np.ndarray:
         """uint8 (H, W, 3) RGB for one G-buffer frame (clip-contract arrays without the T axis)."""
-        img = self.decoder.decode(self.step_latent(frame))
-        return (img[0].permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+        z = self.step_latent(frame)
+        H = z.shape[-2] * 8
+        backend = self._backend_for(H) if z.shape[-2] == z.shape[-1] else self.torch_backend
+        if self.decoder_state is None:
+            self.decoder_state = torch.zeros(1, self.tiny_decoder.config.channels[0], *z.shape[-2:])
+        img, self.decoder_state = backend.decode(z, self.decoder_state)
+        return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
     def run(self, frames: Iterable[Mapping[str, np.ndarray]]) -> np.ndarray:
         """(N, H, W, 3) for a sequence of frames, continuing the current stream."""

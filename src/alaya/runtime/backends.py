@@ -1,0 +1,165 @@
+"""The per-frame networks of a render session, behind one interface, in torch or onnxruntime.
+
+A frame of the Flash renderer is three kinds of network call:
+
+- ``frame(x, context, valid) -> (g, features)``: the tiny G-buffer encoder on the raw G-buffer
+  ``x`` (1, 9, H, W) and the student's per-frame input features (``Student.condition``);
+- ``step(z, r, t, text, features) -> u``: one student step (``Student.velocity``), ``steps``
+  times per frame;
+- ``decode(z, previous) -> (rgb, state)``: the tiny streaming decoder, ``previous`` being its
+  state from the frame before (zeros at the start of a stream).
+
+``TorchBackend`` calls the modules; ``OnnxBackend`` exports the three graphs once per frame size
+(``export_onnx``) and runs them with onnxruntime, whose small-convolution kernels are several
+times faster than torch's on a CPU at batch 1 (``bench/flash_ablation.py`` measures both). The
+ONNX graphs compute the same functions: outputs match torch to ~1e-5 (tested, tolerance 1e-3).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from alaya.codecs.gbuffer import GBUFFER_INPUT_CHANNELS
+from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
+from alaya.models.student import Student
+
+BACKENDS = ("torch", "onnx")
+ONNX_TOLERANCE = 1e-3          # max abs difference to torch on latents and [0, 1] images (tested)
+
+
+class _FrameNet(nn.Module):
+    def __init__(self, student: Student, encoder: TinyGBufferEncoder):
+        super().__init__()
+        self.student, self.encoder = student, encoder
+
+    def forward(self, x, context, valid):
+        g = self.encoder(x)
+        return g, self.student.condition(g, context, valid)
+
+
+class _StepNet(nn.Module):
+    def __init__(self, student: Student):
+        super().__init__()
+        self.student = student
+
+    def forward(self, z, r, t, text, features):
+        return self.student.velocity(z, r, t, text, features)
+
+
+class _DecodeNet(nn.Module):
+    def __init__(self, decoder: TinyDecoder):
+        super().__init__()
+        self.decoder = decoder
+
+    def forward(self, z, previous):
+        return self.decoder(z, previous)
+
+
+class TorchBackend:
+    name = "torch"
+
+    def __init__(self, student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder,
+                 channels_last: bool = False):
+        self.student, self.encoder, self.decoder = student.eval(), encoder.eval(), decoder.eval()
+        self.channels_last = channels_last
+        if channels_last:
+            for m in (self.student, self.encoder, self.decoder):
+                m.to(memory_format=torch.channels_last)
+
+    @torch.no_grad()
+    def frame(self, x, context, valid):
+        g = self.encoder(x)
+        return g, self.student.condition(g, context, valid)
+
+    @torch.no_grad()
+    def step(self, z, r, t, text, features):
+        return self.student.velocity(z, r, t, text, features)
+
+    @torch.no_grad()
+    def decode(self, z, previous):
+        return self.decoder(z, previous)
+
+
+def example_inputs(student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder, size: int):
+    """Zero tensors with the shapes of one frame at ``size`` x ``size`` (batch 1)."""
+    c = student.config
+    h = size // 8
+    return {"frame": (torch.zeros(1, GBUFFER_INPUT_CHANNELS, size, size), torch.zeros(1, c.context, c.latent_channels, h, h),
+                      torch.zeros(1, c.context, 1, h, h)),
+            "step": (torch.zeros(1, c.latent_channels, h, h), torch.full((1,), 0.5), torch.full((1,), 0.75),
+                     torch.zeros(1, c.text_dim), torch.zeros(1, c.widths[0], h, h)),
+            "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, decoder.config.channels[0], h, h))}
+
+
+NAMES = {"frame": (["x", "context", "valid"], ["g", "features"]),
+         "step": (["z", "r", "t", "text", "features"], ["u"]),
+         "decode": (["z", "previous"], ["rgb", "state"])}
+
+
+def export_onnx(student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder, folder: str | os.PathLike,
+                size: int = 128) -> Path:
+    """Write ``frame.onnx``, ``step.onnx`` and ``decode.onnx`` for frames of ``size`` x ``size``
+    into ``folder`` (each written to a temporary name, then renamed)."""
+    if size % 16:
+        raise ValueError(f"frame size must be a multiple of 16, got {size}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    nets = {"frame": _FrameNet(student, encoder), "step": _StepNet(student), "decode": _DecodeNet(decoder)}
+    inputs = example_inputs(student, encoder, decoder, size)
+    for name, net in nets.items():
+        tmp = folder / f".{name}.{os.getpid()}.onnx"
+        ins, outs = NAMES[name]
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # legacy-exporter and tracer notes on shape checks (fixed sizes here)
+            torch.onnx.export(net.eval(), inputs[name], str(tmp), input_names=ins, output_names=outs,
+                              opset_version=17, dynamo=False)
+        os.replace(tmp, folder / f"{name}.onnx")
+    return folder
+
+
+class OnnxBackend:
+    name = "onnx"
+
+    def __init__(self, folder: str | os.PathLike, threads: int | None = None):
+        import onnxruntime as ort
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads or torch.get_num_threads()
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.sessions = {}
+        for name in NAMES:
+            path = Path(folder) / f"{name}.onnx"
+            if not path.exists():
+                raise FileNotFoundError(f"{path} is missing; export it with alaya.runtime.export_onnx")
+            self.sessions[name] = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        self.inputs = {n: [i.name for i in s.get_inputs()] for n, s in self.sessions.items()}
+
+    @classmethod
+    def from_modules(cls, student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder, size: int,
+                     folder: str | os.PathLike | None = None, threads: int | None = None) -> "OnnxBackend":
+        """Export the graphs for ``size`` (into a temporary folder unless ``folder``) and load them."""
+        if folder is None:
+            folder = tempfile.mkdtemp(prefix="alaya-onnx-")
+        return cls(export_onnx(student, encoder, decoder, folder, size), threads)
+
+    def _run(self, name: str, *args: torch.Tensor) -> list[torch.Tensor]:
+        ins, _ = NAMES[name]
+        feed = {k: np.ascontiguousarray(a.detach().numpy(), dtype=np.float32)
+                for k, a in zip(ins, args) if k in self.inputs[name]}
+        return [torch.from_numpy(o) for o in self.sessions[name].run(None, feed)]
+
+    def frame(self, x, context, valid):
+        return tuple(self._run("frame", x, context, valid))
+
+    def step(self, z, r, t, text, features):
+        return self._run("step", z, r, t, text, features)[0]
+
+    def decode(self, z, previous):
+        return tuple(self._run("decode", z, previous))
