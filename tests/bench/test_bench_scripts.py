@@ -38,3 +38,25 @@ def test_teacher_bench_prints_json():
     r = last_json(["bench/teacher.py", "--frames", "2", "--steps", "2", "--size", "32"])
     assert r["s_per_frame"] > 0 and r["params"] > 100_000 and r["peak_rss_mb"] > 50
     assert r["network_calls"] == 4 and r["size"] == 32
+
+
+@pytest.mark.skipif(not (ROOT / "weights" / "student" / "model.safetensors").exists(),
+                    reason="student weights not shipped")
+def test_flash_ablation_bench_prints_json():
+    r = last_json(["bench/flash_ablation.py", "--clips", "1", "--frames", "2", "--size", "32",
+                   "--teacher-steps", "2", "--live-frames", "3"])
+    for key in ("fps", "speedup_vs_teacher", "psnr", "teacher_psnr", "warp_error", "teacher_warp_error",
+                "style_accuracy"):
+        assert key in r
+    assert r["fps"] > 0 and r["speedup_vs_teacher"] > 1 and 0 <= r["style_accuracy"] <= 1
+    assert set(r["stages"]) == {"teacher", "tiny"} and r["live"]["frames"] == 3
+
+
+@pytest.mark.skipif(not (ROOT / "weights" / "student" / "model.safetensors").exists(),
+                    reason="student weights not shipped")
+def test_flash_stream_bench_prints_json():
+    r = last_json(["bench/flash_stream.py", "--frames", "6", "--window", "2", "--size", "32",
+                   "--switch-at", "2", "--switch-frames", "2"])
+    for key in ("psnr_first", "psnr_last", "psnr_drift_db", "rss_growth_mb", "fps", "dropped_frames"):
+        assert key in r
+    assert r["dropped_frames"] == 0 and len(r["switch_frames"]) == 4

@@ -1,0 +1,154 @@
+"""Flash ablation: the teacher and the student after each distillation stage, in one run, on the
+same held-out clips — frames per second end to end (G-buffer in, RGB out), PSNR against the
+reference renderer, warping error and style accuracy — then the final student on a live engine
+stream (physics + raster + student + decode), median FPS over ``--live-frames`` frames.
+
+Usage:
+  python bench/flash_ablation.py [--data data/ds128] [--clips 2] [--frames 12]
+      [--stages ar=DIR,guidance=DIR,steps=DIR,meanflow=DIR] [--student weights/student]
+      [--live-frames 1000] [--backend onnx|torch]
+
+Without ``--data`` it renders ``--clips`` fresh engine clips from seeds no dataset of ours uses.
+Intermediate stages are measured when ``--stages`` names their weights (they are not shipped;
+``alaya train student`` writes them). Stage settings: ``ar`` samples 8 Euler steps with
+guidance 2 (16 calls a frame), ``guidance`` 8 steps, ``steps`` and ``meanflow`` 4 steps, all
+with the full codecs in torch; the final student runs the tiny codecs in ``--backend``.
+Prints a Markdown table, then one JSON object as its last line (keys ``fps``,
+``speedup_vs_teacher``, ``psnr``, ``teacher_psnr``, ``warp_error``, ``teacher_warp_error``,
+``style_accuracy`` for the final student, and ``stages`` with every row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+STAGE_SETTINGS = {"ar": dict(steps=8, guidance=2.0), "guidance": dict(steps=8), "steps": dict(steps=4),
+                  "meanflow": dict(steps=4)}
+
+
+def held_out_data(clips: int, frames: int, size: int) -> str:
+    from alaya.data.dataset import read_meta, write_meta
+    from alaya.engine.datagen import DatagenConfig, generate_dataset
+    root = Path(tempfile.mkdtemp(prefix="alaya-flash-bench-")) / "ds"
+    generate_dataset(DatagenConfig(out=str(root), clips=clips, frames=frames, size=size, seed=90_210), progress=False)
+    meta = read_meta(root)
+    ids = sorted(meta.clips)
+    write_meta(root, dataclasses.replace(meta, splits={"train": [], "val": [], "test": ids},
+                                         clips={c: {**meta.clips[c], "split": "test"} for c in ids}))
+    return str(root)
+
+
+def live_fps(student_folder: str, frames: int, size: int, backend: str) -> dict:
+    """Median FPS of engine step (physics + G-buffer raster) + student + tiny decode, one frame at
+    a time, over ``frames`` frames after a warm-up."""
+    from alaya.engine.stream import EngineStream, StreamConfig
+    from alaya.renderers import StudentRenderer
+    renderer = StudentRenderer.from_pretrained(student_folder, backend=backend)
+    session = renderer.session
+    session.set_prompt("a clear sunny noon")
+    stream = EngineStream(11, StreamConfig(size=size, rig="fly"))
+    times, engine_ms = [], []
+    try:
+        for i in range(frames + 10):
+            t0 = time.perf_counter()
+            g = stream.step()
+            t1 = time.perf_counter()
+            session.step(g)
+            if i >= 10:
+                times.append(time.perf_counter() - t0)
+                engine_ms.append(t1 - t0)
+    finally:
+        stream.close()
+    return {"fps": float(1 / np.median(times)), "frame_ms_p50": float(np.median(times) * 1e3),
+            "frame_ms_p99": float(np.percentile(times, 99) * 1e3), "engine_ms_p50": float(np.median(engine_ms) * 1e3),
+            "frames": frames}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--data", help="dataset folder (its test split); default: fresh engine clips")
+    p.add_argument("--clips", type=int, default=2)
+    p.add_argument("--frames", type=int, default=12)
+    p.add_argument("--size", type=int, default=128, help="frame size of generated clips and the live stream")
+    p.add_argument("--teacher", default="weights/teacher")
+    p.add_argument("--teacher-steps", type=int, default=50)
+    p.add_argument("--autoencoder", default="weights/autoencoder")
+    p.add_argument("--stages", default="", help="comma list stage=weights_folder (ar, guidance, steps, meanflow)")
+    p.add_argument("--student", default="weights/student", help="the final student (tiny codecs)")
+    p.add_argument("--live-frames", type=int, default=1000)
+    p.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
+    a = p.parse_args()
+    torch.set_num_threads(os.cpu_count() or 1)
+    from alaya.codecs.autoencoder import Autoencoder
+    from alaya.evaluation.render_eval import RenderEvalConfig, evaluate_renderer
+    from alaya.models.student import Student
+    from alaya.renderers import SamplerConfig, StudentRenderer, TeacherRenderer
+    from alaya.text import PromptEncoder
+
+    data = a.data or held_out_data(a.clips, a.frames, a.size)
+    cfg = RenderEvalConfig(data=data, clips=a.clips, frames=a.frames, paraphrases=False)
+    encoder = PromptEncoder()
+    ae = Autoencoder.from_pretrained(a.autoencoder).eval()
+    renderers = {"teacher": TeacherRenderer.from_pretrained(a.teacher, a.autoencoder, encoder=encoder,
+                                                            sampler=SamplerConfig(steps=a.teacher_steps, guidance=2.0,
+                                                                                  window=a.frames))}
+    for item in filter(None, a.stages.split(",")):
+        name, folder = item.split("=", 1)
+        if name not in STAGE_SETTINGS:
+            raise SystemExit(f"--stages: unknown stage '{name}' (choose from {sorted(STAGE_SETTINGS)})")
+        renderers[name] = StudentRenderer(Student.from_pretrained(folder), "full", autoencoder=ae, encoder=encoder,
+                                          **STAGE_SETTINGS[name])
+    renderers["tiny"] = StudentRenderer.from_pretrained(a.student, encoder=encoder, backend=a.backend)
+
+    rows = {}
+    for name, r in renderers.items():
+        r.render({k: v[:2] for k, v in _first_clip(data).items()}, "a clear sunny noon")    # warm-up (and ONNX export)
+        res = evaluate_renderer(lambda clip, style, prompt, seed: r.render(clip, prompt, seed), cfg, progress=False)
+        rows[name] = {"fps": 1 / res["s_per_frame"], "psnr": res["psnr"], "ssim": res["ssim"],
+                      "warp_error": res["warp_error"], "style_accuracy": res["style_accuracy"],
+                      "calls_per_frame": _calls(name, r)}
+    live = live_fps(a.student, a.live_frames, a.size, a.backend) if a.live_frames > 0 else {}
+    t, s = rows["teacher"], rows["tiny"]
+    print("| renderer | calls/frame | FPS (clips) | PSNR | SSIM | warp error | style acc |")
+    print("|---|---|---|---|---|---|---|")
+    for name, r in rows.items():
+        print(f"| {name} | {r['calls_per_frame']} | {r['fps']:.2f} | {r['psnr']:.2f} | {r['ssim']:.3f} | "
+              f"{r['warp_error']:.4f} | {r['style_accuracy']:.3f} |")
+    if live:
+        print(f"\nlive engine stream, final student ({a.backend}): {live['fps']:.1f} FPS median over "
+              f"{live['frames']} frames (p50 {live['frame_ms_p50']:.1f} ms, p99 {live['frame_ms_p99']:.1f} ms, "
+              f"engine {live['engine_ms_p50']:.1f} ms)")
+    fps = live.get("fps", s["fps"])
+    print(json.dumps({"fps": fps, "speedup_vs_teacher": fps / t["fps"], "psnr": s["psnr"], "teacher_psnr": t["psnr"],
+                      "warp_error": s["warp_error"], "teacher_warp_error": t["warp_error"],
+                      "style_accuracy": s["style_accuracy"], "teacher_fps": t["fps"], "clip_fps": s["fps"],
+                      "live": live, "backend": a.backend, "size": a.size, "clips": a.clips, "frames": a.frames,
+                      "data": data if a.data else "generated", "stages": rows, "threads": torch.get_num_threads()}))
+
+
+def _first_clip(data: str) -> dict:
+    from alaya.data.contract import GBUFFER_KEYS
+    from alaya.data.dataset import ClipDataset
+    ds = ClipDataset(data)
+    clip = ds.load(ds.ids("test")[0])
+    return {k: clip[k] for k in GBUFFER_KEYS}
+
+
+def _calls(name: str, renderer) -> int:
+    if name == "teacher":
+        s = renderer.sampler
+        return s.steps * (2 if s.guidance != 1 else 1)
+    return renderer.steps * (2 if renderer.guidance != 1 else 1)
+
+
+if __name__ == "__main__":
+    main()
