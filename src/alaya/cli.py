@@ -99,11 +99,14 @@ def _load_gbuffer_clips(a: argparse.Namespace) -> list[tuple[str, dict]]:
     return [(Path(a.gbuffers).name, read_gbuffers(a.gbuffers))]
 
 
-def _renderer(model: str, weights: str | None, autoencoder: str, sampler):
-    if model != "teacher":
-        raise ValueError(f"unknown model '{model}' (available: teacher)")
-    from alaya.renderers import TeacherRenderer
-    return TeacherRenderer.from_pretrained(weights or "weights/teacher", autoencoder, sampler=sampler)
+def _renderer(model: str, weights: str | None, autoencoder: str, sampler, backend: str = "onnx"):
+    if model == "teacher":
+        from alaya.renderers import TeacherRenderer
+        return TeacherRenderer.from_pretrained(weights or "weights/teacher", autoencoder, sampler=sampler)
+    if model == "student":
+        from alaya.renderers import StudentRenderer
+        return StudentRenderer.from_pretrained(weights or "weights/student", backend=backend)
+    raise ValueError(f"unknown model '{model}' (available: teacher, student)")
 
 
 def _sampler(a: argparse.Namespace):
@@ -116,13 +119,24 @@ def _render(a: argparse.Namespace) -> int:
     import numpy as np
 
     from alaya.renderers import write_frames
-    renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a))
+    renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a), a.backend)
     clips = _load_gbuffer_clips(a)
     from alaya.data.contract import GBUFFER_KEYS
     frames = np.concatenate([renderer.render({k: clip[k][:a.frames] for k in GBUFFER_KEYS if k in clip},
                                              a.prompt, seed=a.seed) for _, clip in clips])
     for path in write_frames(a.out, frames, fps=a.fps)[:3]:
         print(f"wrote {path}")
+    return 0
+
+
+def _export_onnx(a: argparse.Namespace) -> int:
+    from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
+    from alaya.models.student import Student
+    from alaya.runtime.backends import export_onnx
+    folder = export_onnx(Student.from_pretrained(a.weights), TinyGBufferEncoder.from_pretrained(a.gbuffer_encoder),
+                         TinyDecoder.from_pretrained(a.decoder), a.out, a.size)
+    for name in ("frame", "step", "decode"):
+        print(f"wrote {folder / (name + '.onnx')}")
     return 0
 
 
@@ -138,7 +152,7 @@ def _eval(a: argparse.Namespace) -> int:
         from alaya.codecs.autoencoder import Autoencoder
         render = codec_renderer(Autoencoder.from_pretrained(a.autoencoder).eval())
     else:
-        renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a))
+        renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a), a.backend)
 
         def render(clip, style, prompt, seed):
             return renderer.render(clip, prompt, seed=seed)
@@ -252,10 +266,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     def sampler_args(q: argparse.ArgumentParser) -> None:
         q.add_argument("--model", default="teacher",
-                       help="renderer: teacher (eval also takes the baselines reference and codec)")
+                       help="renderer: teacher or student (eval also takes the baselines reference and codec)")
+        q.add_argument("--backend", default="onnx", choices=["onnx", "torch"],
+                       help="student: run its networks in onnxruntime or torch")
         q.add_argument("--weights", help="save_pretrained folder (default weights/<model>)")
         q.add_argument("--autoencoder", default="weights/autoencoder")
-        q.add_argument("--steps", type=int, default=50, help="sampling steps")
+        q.add_argument("--steps", type=int, default=50,
+                       help="teacher: sampling steps (the student uses the steps it was distilled for)")
         q.add_argument("--guidance", type=float, default=2.0, help="classifier-free guidance weight")
         q.add_argument("--sampler", default="euler", choices=["euler", "heun"])
         q.add_argument("--shift", type=float, default=1.0, help="time-grid shift (>1: more steps at high noise)")
@@ -287,6 +304,14 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--json", action="store_true", help="print one JSON object")
     sampler_args(er)
     er.set_defaults(func=_eval)
+
+    ex = sub.add_parser("export-onnx", help="the student's per-frame networks as ONNX graphs (onnxruntime)")
+    ex.add_argument("--weights", default="weights/student")
+    ex.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
+    ex.add_argument("--decoder", default="weights/tiny_decoder")
+    ex.add_argument("--size", type=int, default=128, help="frame size (square, a multiple of 16)")
+    ex.add_argument("--out", required=True, help="folder for frame.onnx, step.onnx, decode.onnx")
+    ex.set_defaults(func=_export_onnx)
 
     st = sub.add_parser("styles", help="list the reference renderer's styles and phrasings")
     st.add_argument("--json", action="store_true")

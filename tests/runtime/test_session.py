@@ -92,3 +92,15 @@ def test_onnx_backend_matches_torch(frames, tmp_path):
     assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
     with pytest.raises(ValueError, match="backend"):
         session(backend="tensorrt")
+
+
+def test_factory_sessions_share_weights_but_not_state(frames):
+    from alaya.runtime import SessionFactory
+    ref = session()
+    factory = SessionFactory(ref.student, ref.gbuffer_encoder, ref.tiny_decoder, size=32, backend="torch")
+    a, b = factory.new("a clear sunny noon"), factory.new("a clear sunny noon")
+    out_a = a.run(frames[:3])
+    assert np.array_equal(out_a, ref.run(frames[:3]))
+    assert np.array_equal(b.run(frames[:3]), out_a)          # b's stream is its own
+    with pytest.raises(ValueError, match="32x32"):
+        factory.new().step({k: np.zeros((64, 64) + v.shape[2:], v.dtype) for k, v in frames[0].items()})

@@ -20,6 +20,23 @@ RAW_CHANNELS = {"albedo": 3, "normal": 3, "depth": 1, "roughness": 1, "metallic"
 GBUFFER_INPUT_CHANNELS = sum(RAW_CHANNELS.values())   # 9
 
 
+def check_gbuffer(gbuffer: dict[str, np.ndarray]) -> tuple[int, int, int]:
+    """(T, H, W) of a G-buffer clip; a clear error for missing keys or unusable sizes."""
+    for key in ("depth", "normal", "albedo", "roughness", "metallic"):
+        if key not in gbuffer:
+            raise KeyError(f"G-buffer is missing '{key}'")
+    depth = np.asarray(gbuffer["depth"])
+    if depth.ndim != 3:
+        raise ValueError(f"G-buffer 'depth': expected (T, H, W), got shape {depth.shape}")
+    T, H, W = depth.shape
+    for key in ("depth", "normal"):
+        if not np.isfinite(np.asarray(gbuffer[key], dtype=np.float32)).all():
+            raise ValueError(f"G-buffer '{key}' contains NaN or infinite values")
+    if H % 16 or W % 16:
+        raise ValueError(f"G-buffer size {H}x{W}: height and width must be multiples of 16")
+    return T, H, W
+
+
 def depth_to_unit(depth: torch.Tensor) -> torch.Tensor:
     """Linear depth in metres -> (0, 1], 1 at the camera, 0 for background (depth 0)."""
     return torch.where(depth > 0, 1.0 / (1.0 + 0.25 * depth.clamp(min=0)), torch.zeros_like(depth))

@@ -20,10 +20,9 @@ import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.gbuffer import gbuffer_input, teacher_gbuffer_latents
+from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input, teacher_gbuffer_latents
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student, latent_flow, push_context, warp_context
-from alaya.renderers.teacher import check_gbuffer
 from alaya.runtime.session import FRAME_KEYS, RenderSession
 from alaya.text import PromptEncoder
 

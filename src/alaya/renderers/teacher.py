@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.gbuffer import gbuffer_input, teacher_gbuffer_latents
+from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input, teacher_gbuffer_latents
 from alaya.diffusion.flow import sample_euler, sample_heun, time_grid
 from alaya.models.teacher import Teacher
 from alaya.text import PromptEncoder
@@ -36,23 +36,6 @@ class SamplerConfig:
             raise ValueError(f"sampler must be one of {sorted(SAMPLERS)}, got '{self.sampler}'")
         if self.steps < 1 or self.window < 1:
             raise ValueError(f"steps and window must be >= 1, got {self.steps}, {self.window}")
-
-
-def check_gbuffer(gbuffer: dict[str, np.ndarray]) -> tuple[int, int, int]:
-    """(T, H, W) of a G-buffer clip; a clear error for missing keys or unusable sizes."""
-    for key in ("depth", "normal", "albedo", "roughness", "metallic"):
-        if key not in gbuffer:
-            raise KeyError(f"G-buffer is missing '{key}'")
-    depth = np.asarray(gbuffer["depth"])
-    if depth.ndim != 3:
-        raise ValueError(f"G-buffer 'depth': expected (T, H, W), got shape {depth.shape}")
-    T, H, W = depth.shape
-    for key in ("depth", "normal"):
-        if not np.isfinite(np.asarray(gbuffer[key], dtype=np.float32)).all():
-            raise ValueError(f"G-buffer '{key}' contains NaN or infinite values")
-    if H % 16 or W % 16:
-        raise ValueError(f"G-buffer size {H}x{W}: height and width must be multiples of 16")
-    return T, H, W
 
 
 class TeacherRenderer:

@@ -63,28 +63,38 @@ class _DecodeNet(nn.Module):
 
 
 class TorchBackend:
+    """The modules in torch; ``channels_last`` and ``bf16`` (CPU autocast) are the usual CPU
+    levers — bf16 pays off only on CPUs with native bf16 (AVX-512 BF16 / AMX); on AVX2 it is
+    slower, so both are off by default (``docs/flash.md`` has the measurements)."""
     name = "torch"
 
     def __init__(self, student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder,
-                 channels_last: bool = False):
+                 channels_last: bool = False, bf16: bool = False):
         self.student, self.encoder, self.decoder = student.eval(), encoder.eval(), decoder.eval()
-        self.channels_last = channels_last
+        self.channels_last, self.bf16 = channels_last, bf16
         if channels_last:
             for m in (self.student, self.encoder, self.decoder):
                 m.to(memory_format=torch.channels_last)
 
+    def _ctx(self):
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16)
+
     @torch.no_grad()
     def frame(self, x, context, valid):
-        g = self.encoder(x)
-        return g, self.student.condition(g, context, valid)
+        with self._ctx():
+            g = self.encoder(x)
+            return g.float(), self.student.condition(g, context, valid).float()
 
     @torch.no_grad()
     def step(self, z, r, t, text, features):
-        return self.student.velocity(z, r, t, text, features)
+        with self._ctx():
+            return self.student.velocity(z, r, t, text, features).float()
 
     @torch.no_grad()
     def decode(self, z, previous):
-        return self.decoder(z, previous)
+        with self._ctx():
+            img, state = self.decoder(z, previous)
+            return img.float(), state.float()
 
 
 def example_inputs(student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder, size: int):
@@ -125,10 +135,13 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder, decoder: TinyDeco
 
 
 class OnnxBackend:
+    """onnxruntime sessions for the three graphs; stateless (the stream's state lives in the
+    ``RenderSession``), so one backend serves many sessions, from many threads."""
     name = "onnx"
 
-    def __init__(self, folder: str | os.PathLike, threads: int | None = None):
+    def __init__(self, folder: str | os.PathLike, threads: int | None = None, size: int | None = None):
         import onnxruntime as ort
+        self.size = size
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads or torch.get_num_threads()
         opts.inter_op_num_threads = 1
@@ -147,7 +160,7 @@ class OnnxBackend:
         """Export the graphs for ``size`` (into a temporary folder unless ``folder``) and load them."""
         if folder is None:
             folder = tempfile.mkdtemp(prefix="alaya-onnx-")
-        return cls(export_onnx(student, encoder, decoder, folder, size), threads)
+        return cls(export_onnx(student, encoder, decoder, folder, size), threads, size)
 
     def _run(self, name: str, *args: torch.Tensor) -> list[torch.Tensor]:
         ins, _ = NAMES[name]

@@ -22,11 +22,10 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import torch
 
-from alaya.codecs.gbuffer import gbuffer_input
+from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student, latent_flow, push_context, warp_context
 from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
-from alaya.renderers.teacher import check_gbuffer
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
@@ -35,21 +34,26 @@ FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
 class RenderSession:
     def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, decoder: TinyDecoder,
                  prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None, seed: int = 0,
-                 channels_last: bool = False, backend: str = "torch", onnx_folder: str | None = None):
+                 channels_last: bool = False, backend: str = "torch", onnx_folder: str | None = None,
+                 bf16: bool = False):
         """``backend``: ``"torch"`` or ``"onnx"`` (onnxruntime; the graphs are exported on the first
-        frame of each size, into ``onnx_folder`` or a temporary folder)."""
+        frame of each size, into ``onnx_folder`` or a temporary folder), or a backend object
+        (``alaya.runtime.backends``) shared with other sessions (``SessionFactory``). ``channels_last`` and
+        ``bf16`` (CPU autocast) apply to the torch backend."""
         steps = student.config.steps if steps is None else steps
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
-        if backend not in BACKENDS:
+        shared = not isinstance(backend, str)       # a backend object shared between sessions
+        if not shared and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.student = student.eval()
         self.gbuffer_encoder = gbuffer_encoder.eval()
         self.tiny_decoder = decoder.eval()
-        self.backend_name, self.onnx_folder = backend, onnx_folder
-        self.torch_backend = TorchBackend(self.student, self.gbuffer_encoder, self.tiny_decoder, channels_last)
-        self.backend = self.torch_backend if backend == "torch" else None
-        self.backend_size: int | None = None
+        self.backend_name = "shared" if shared else backend
+        self.onnx_folder = onnx_folder
+        self.torch_backend = TorchBackend(self.student, self.gbuffer_encoder, self.tiny_decoder, channels_last, bf16)
+        self.backend = backend if shared else self.torch_backend if backend == "torch" else None
+        self.backend_size: int | None = getattr(backend, "size", None) if shared else None
         self.encoder = encoder or PromptEncoder()
         self.steps, self.seed = steps, seed
         self.times = torch.linspace(1.0, 0.0, steps + 1)
@@ -71,6 +75,9 @@ class RenderSession:
         self.decoder_state: torch.Tensor | None = None
 
     def _backend_for(self, size: int):
+        if self.backend_name == "shared" and self.backend_size not in (None, size):
+            raise ValueError(f"this session's backend was built for {self.backend_size}x{self.backend_size} "
+                             f"frames, got {size}x{size}")
         if self.backend_name == "onnx" and self.backend_size != size:
             folder = None if self.onnx_folder is None else f"{self.onnx_folder}/{size}"
             self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.tiny_decoder, size, folder)

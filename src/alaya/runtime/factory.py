@@ -1,0 +1,47 @@
+"""``SessionFactory``: many render sessions over one set of loaded weights.
+
+Servers open a session per client; loading the student, the tiny codecs and the prompt encoder,
+and exporting the ONNX graphs, happens once here. Sessions share the (stateless) backend and
+the prompt encoder; each keeps its own stream state (context, decoder memory, prompt).
+"""
+
+from __future__ import annotations
+
+import os
+
+from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
+from alaya.models.student import Student
+from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
+from alaya.runtime.session import RenderSession
+from alaya.text import PromptEncoder
+
+
+class SessionFactory:
+    def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, decoder: TinyDecoder,
+                 size: int = 128, backend: str = "onnx", encoder: PromptEncoder | None = None,
+                 threads: int | None = None):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if size <= 0 or size % 16:
+            raise ValueError(f"size must be a positive multiple of 16, got {size}")
+        self.student, self.gbuffer_encoder, self.decoder = student.eval(), gbuffer_encoder.eval(), decoder.eval()
+        self.size = size
+        self.encoder = encoder or PromptEncoder()
+        if backend == "onnx":
+            self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.decoder, size,
+                                                    threads=threads)
+        else:
+            self.backend = TorchBackend(self.student, self.gbuffer_encoder, self.decoder)
+            self.backend.size = size
+
+    @classmethod
+    def from_pretrained(cls, weights: str | os.PathLike = "weights/student",
+                        gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
+                        decoder: str | os.PathLike = "weights/tiny_decoder", **kwargs) -> "SessionFactory":
+        return cls(Student.from_pretrained(weights), TinyGBufferEncoder.from_pretrained(gbuffer_encoder),
+                   TinyDecoder.from_pretrained(decoder), **kwargs)
+
+    def new(self, prompt: str = "", seed: int = 0) -> RenderSession:
+        """A fresh stream with its own state, sharing this factory's weights and backend."""
+        return RenderSession(self.student, self.gbuffer_encoder, self.decoder, prompt=prompt, encoder=self.encoder,
+                             seed=seed, backend=self.backend)
