@@ -1,0 +1,235 @@
+"""The browser side of ``alaya play``: HTTP for the page, health and schema; one WebSocket per
+player carrying JPEG frames out and validated input events in.
+
+Per WebSocket session: an interactive engine world (``make_stream``) and a render session from
+the shared ``SessionFactory``, run by a :class:`~alaya.runtime.loop.RealtimeLoop`. Outgoing
+frames go through a one-slot mailbox, so a slow client gets the newest frame, never a backlog
+(memory per session is bounded). Each binary message is a 16-byte header — frame index
+(uint64) and the engine's wall-clock start time of that frame (float64 seconds), both
+little-endian — then the JPEG bytes; every ``stats_every`` frames a JSON text message carries
+FPS, latency and per-stage timings.
+
+Guards: sessions beyond ``max_sessions`` are refused with a close reason (code 1013) and a JSON
+error first; an optional token (``?token=``); an Origin check (same host as the page, or listed
+in ``allowed_origins``); inbound messages over ``max_message_bytes`` and malformed events get
+an error message and the session goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import secrets
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from urllib.parse import urlparse
+
+import numpy as np
+from fastapi import FastAPI, WebSocket, WebSocketDisconnect
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from PIL import Image
+
+from alaya.data import visualize as V
+from alaya.engine.styles import get_style
+from alaya.runtime.loop import FrameOut, LoopConfig, RealtimeLoop
+from alaya.serve.events import Action, Look, Move, Prompt, Reset, Style, View, parse_event, schema
+
+HEADER = struct.Struct("<Qd")
+
+
+@dataclass
+class WebConfig:
+    max_sessions: int = 8
+    token: str | None = None
+    allowed_origins: tuple[str, ...] = ()
+    fps: float = 30.0
+    jpeg_quality: int = 85
+    max_message_bytes: int = 4096
+    stats_every: int = 10
+    prompt: str = "a clear sunny noon"
+    seed: int = 0
+    extra_info: dict = field(default_factory=dict)
+
+
+def encode_jpeg(rgb: np.ndarray, quality: int) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+def channel_view(frame: dict, channel: str) -> np.ndarray:
+    """One G-buffer channel of a single frame as uint8 RGB."""
+    one = {k: np.asarray(v)[None] for k, v in frame.items()}
+    if channel == "depth":
+        img = V.depth_image(one["depth"], one["mask"])
+    elif channel == "normal":
+        img = V.normal_image(one["normal"])
+    elif channel == "albedo":
+        img = one["albedo"]
+    elif channel in ("roughness", "metallic"):
+        img = V.grey_image(one[channel])
+    elif channel in ("material", "instance"):
+        img = V.id_image(one[channel])
+    elif channel == "motion":
+        img = V.flow_image(one["motion"])
+    else:
+        raise ValueError(f"unknown channel '{channel}'")
+    return np.ascontiguousarray(img[0])
+
+
+class _Mailbox:
+    """Newest-only hand-over from the model thread to the event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop, self.item, self.event = loop, None, asyncio.Event()
+        self.dropped = 0
+
+    def put(self, item) -> None:                           # model thread
+        self.loop.call_soon_threadsafe(self._put, item)
+
+    def _put(self, item) -> None:
+        if self.item is not None:
+            self.dropped += 1
+        self.item = item
+        self.event.set()
+
+    async def get(self):
+        await self.event.wait()
+        self.event.clear()
+        item, self.item = self.item, None
+        return item
+
+
+def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...]) -> bool:
+    if origin is None:                                     # not a browser (a script, a bench)
+        return True
+    if origin in allowed:
+        return True
+    parsed = urlparse(origin)
+    return host is not None and parsed.netloc == host
+
+
+def create_app(factory, make_stream: Callable[[], object], config: WebConfig | None = None) -> FastAPI:
+    """The app: ``factory`` is a :class:`~alaya.runtime.SessionFactory`; ``make_stream()``
+    builds one interactive engine world (called on each session's engine thread)."""
+    cfg = config or WebConfig()
+    app = FastAPI(title="alaya play", docs_url=None, redoc_url=None)
+    slots = threading.BoundedSemaphore(cfg.max_sessions)
+    active = {"n": 0}
+
+    @app.get("/", response_class=HTMLResponse)
+    def page() -> str:
+        return resources.files("alaya.serve").joinpath("static/play.html").read_text()
+
+    @app.get("/play.js")
+    def script() -> Response:
+        text = resources.files("alaya.serve").joinpath("static/play.js").read_text()
+        return Response(text, media_type="application/javascript")
+
+    @app.get("/health")
+    def health() -> dict:
+        return {"status": "ok", "sessions": active["n"], "max_sessions": cfg.max_sessions}
+
+    @app.get("/schema")
+    def get_schema() -> JSONResponse:
+        return JSONResponse({**schema(), "size": factory.size, "fps": cfg.fps, "header": "<Qd: frame index, "
+                             "engine start time (s)", **cfg.extra_info})
+
+    @app.websocket("/ws")
+    async def play(ws: WebSocket) -> None:
+        if cfg.token is not None and not secrets.compare_digest(ws.query_params.get("token", ""), cfg.token):
+            await ws.close(code=1008, reason="a valid ?token= is required")
+            return
+        if not origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), cfg.allowed_origins):
+            await ws.close(code=1008, reason="origin not allowed")
+            return
+        await ws.accept()
+        if not slots.acquire(blocking=False):
+            await ws.send_text(json.dumps({"type": "error", "message":
+                                           f"server full: {cfg.max_sessions} sessions at most, try again later"}))
+            await ws.close(code=1013, reason=f"server full ({cfg.max_sessions} sessions)")
+            return
+        active["n"] += 1
+        try:
+            await _run_session(ws, factory, make_stream, cfg)
+        finally:
+            active["n"] -= 1
+            slots.release()
+
+    return app
+
+
+async def _run_session(ws: WebSocket, factory, make_stream, cfg: WebConfig) -> None:
+    loop = asyncio.get_running_loop()
+    box = _Mailbox(loop)
+    errors: asyncio.Queue = asyncio.Queue(maxsize=8)
+
+    def report(err: BaseException) -> None:
+        loop.call_soon_threadsafe(lambda: errors.full() or errors.put_nowait(str(err)))
+
+    session = await loop.run_in_executor(None, lambda: factory.new(cfg.prompt, cfg.seed))
+    rt = RealtimeLoop(make_stream, session, box.put, LoopConfig(fps=cfg.fps), on_error=report)
+    await loop.run_in_executor(None, rt.start)
+    state = {"style": "clear_noon"}
+
+    async def send_frames() -> None:
+        while True:
+            out: FrameOut = await box.get()
+            img = out.rgb if out.side is None else np.concatenate([out.rgb, out.side], 1)
+            data = await loop.run_in_executor(None, encode_jpeg, img, cfg.jpeg_quality)
+            await ws.send_bytes(HEADER.pack(out.index, out.engine_start) + data)
+            if out.index % cfg.stats_every == 0:
+                await ws.send_text(json.dumps({"type": "stats", **rt.stats(), **out.timings,
+                                               "dropped": box.dropped, "prompt": session.prompt}))
+            while not errors.empty():
+                await ws.send_text(json.dumps({"type": "error", "message": errors.get_nowait()}))
+
+    def apply(event) -> None:
+        if isinstance(event, Move):
+            rt.engine_command(lambda s: s.set_movement(event.forward, event.strafe, event.up))
+        elif isinstance(event, Look):
+            rt.engine_command(lambda s: s.look(event.dyaw, event.dpitch))
+        elif isinstance(event, Action):
+            rt.engine_command(lambda s: s.act(event.name))
+        elif isinstance(event, (Prompt, Style)):
+            text = event.text if isinstance(event, Prompt) else get_style(event.name).phrasings[0]
+            if isinstance(event, Style):
+                state["style"] = event.name
+            rt.model_command(lambda s: s.set_prompt(text))
+        elif isinstance(event, View):
+            if event.channel == "none":
+                rt.side_view(None)
+            elif event.channel == "reference":
+                rt.side_view(lambda s, f: s.render_style(state["style"]))
+            else:
+                rt.side_view(lambda s, f, c=event.channel: channel_view(f, c))
+        elif isinstance(event, Reset):
+            rt.engine_command(lambda s: s.reset())
+            rt.model_command(lambda s: s.reset())
+
+    sender = asyncio.create_task(send_frames())
+    try:
+        while rt.running:
+            msg = await ws.receive()
+            if msg["type"] == "websocket.disconnect":
+                break
+            raw = msg.get("text") if msg.get("text") is not None else msg.get("bytes")
+            if raw is None:
+                continue
+            if len(raw) > cfg.max_message_bytes:
+                await ws.send_text(json.dumps({"type": "error", "message":
+                                               f"message of {len(raw)} bytes; the limit is {cfg.max_message_bytes}"}))
+                continue
+            try:
+                apply(parse_event(raw))
+            except ValueError as err:
+                await ws.send_text(json.dumps({"type": "error", "message": str(err)}))
+    except WebSocketDisconnect:
+        pass
+    finally:
+        sender.cancel()
+        await loop.run_in_executor(None, rt.stop)
