@@ -150,7 +150,7 @@ def create_app(factory, make_stream: Callable[[], object], config: WebConfig | N
         await ws.accept()
         if not slots.acquire(blocking=False):
             await ws.send_text(json.dumps({"type": "error", "message":
-                                           f"server full: {cfg.max_sessions} sessions at most, try again later"}))
+                                           f"server full: all {cfg.max_sessions} session slots are in use, try again later"}))
             await ws.close(code=1013, reason=f"server full ({cfg.max_sessions} sessions)")
             return
         active["n"] += 1

@@ -1,0 +1,146 @@
+"""Play benchmark: a real ``alaya play`` server (a subprocess) and real WebSocket clients.
+
+One session by default: delivered FPS and frame latency (from the engine starting the frame to
+the JPEG arriving at the client; both clocks are this machine's) over ``--seconds`` after a
+warm-up, while the client holds "forward" and turns now and then. With ``--sessions N`` it
+opens N sessions at once plus one more, which must be refused when N is the server's limit, and
+reports each session's FPS and the server's resident memory at the start and the end.
+
+Usage: python bench/play.py [--seconds 20] [--sessions 1] [--size 128] [--backend onnx]
+Prints a summary, then one JSON object as its last line (keys ``fps``, ``p50_ms``, ``p99_ms``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+
+HEADER = struct.Struct("<Qd")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 300) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if json.loads(r.read())["status"] == "ok":
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError("the server did not come up")
+
+
+async def client(url: str, seconds: float, warmup: float, drive: bool = True) -> dict:
+    import websockets
+    latencies, arrivals = [], []
+    async with websockets.connect(url, max_size=1 << 22) as ws:
+        t0 = time.time()
+        if drive:
+            await ws.send(json.dumps({"type": "move", "forward": 0.5}))
+        turned = t0
+        while time.time() - t0 < warmup + seconds:
+            msg = await asyncio.wait_for(ws.recv(), timeout=60)
+            now = time.time()
+            if isinstance(msg, str):
+                m = json.loads(msg)
+                if m.get("type") == "error" and "server full" in m.get("message", ""):
+                    return {"refused": m["message"]}
+                continue
+            _, engine_start = HEADER.unpack_from(msg)
+            if now - t0 >= warmup:
+                latencies.append((now - engine_start) * 1e3)
+                arrivals.append(now)
+            if drive and now - turned > 1.0:
+                await ws.send(json.dumps({"type": "look", "dyaw": 0.2, "dpitch": 0.0}))
+                turned = now
+    span = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else float("nan")
+    return {"fps": (len(arrivals) - 1) / span, "p50_ms": float(np.percentile(latencies, 50)),
+            "p99_ms": float(np.percentile(latencies, 99)), "frames": len(arrivals)}
+
+
+async def refused_client(url: str) -> str | None:
+    import websockets
+    async with websockets.connect(url) as ws:
+        try:
+            while True:
+                msg = await asyncio.wait_for(ws.recv(), timeout=30)
+                if isinstance(msg, str) and "server full" in msg:
+                    return json.loads(msg)["message"]
+                if isinstance(msg, bytes):
+                    return None
+        except websockets.ConnectionClosed as err:
+            return err.rcvd.reason if err.rcvd else None
+
+
+async def run(a, ws_url: str) -> dict:
+    if a.sessions == 1:
+        return await client(ws_url, a.seconds, a.warmup)
+    tasks = [asyncio.create_task(client(ws_url, a.seconds, a.warmup)) for _ in range(a.sessions)]
+    await asyncio.sleep(5)
+    refusal = await refused_client(ws_url)
+    results = await asyncio.gather(*tasks)
+    fps = [r["fps"] for r in results]
+    return {"fps": float(np.min(fps)), "fps_sessions": fps, "p50_ms": float(np.median([r["p50_ms"] for r in results])),
+            "p99_ms": float(np.max([r["p99_ms"] for r in results])), "refused_extra": refusal}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--seconds", type=float, default=20)
+    p.add_argument("--warmup", type=float, default=3)
+    p.add_argument("--sessions", type=int, default=1)
+    p.add_argument("--size", type=int, default=128)
+    p.add_argument("--fps", type=float, default=30)
+    p.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
+    p.add_argument("--weights", default="weights/student")
+    a = p.parse_args()
+    port = free_port()
+    cmd = [sys.executable, "-m", "alaya", "play", "--port", str(port), "--size", str(a.size), "--fps", str(a.fps),
+           "--backend", a.backend, "--weights", a.weights, "--max-sessions", str(max(a.sessions, 1))]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
+        rss_start = rss_mb(proc.pid)
+        result = asyncio.run(run(a, f"ws://127.0.0.1:{port}/ws"))
+        result.update(rss_start_mb=rss_start, rss_end_mb=rss_mb(proc.pid), sessions=a.sessions, size=a.size,
+                      backend=a.backend, seconds=a.seconds, target_fps=a.fps, cpus=os.cpu_count())
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    print(f"{a.sessions} session(s) at {a.size}px: {result['fps']:.1f} FPS delivered (slowest session), "
+          f"latency p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms; server RSS "
+          f"{result['rss_start_mb']:.0f} -> {result['rss_end_mb']:.0f} MB")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The play page in a real browser (Playwright driving Debian's Chromium) against the real
+server on a socket: the canvas updates, movement keys change the view, a typed prompt changes
+the look, and a G-buffer view opens beside the frame."""
+
+import shutil
+import socket
+import threading
+import time
+
+import pytest
+
+from test_play_web import SIZE, factory  # noqa: F401  (the module fixture)
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if shutil.os.path.exists("/usr/bin/chromium") else None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (make test installs it as root)")
+
+
+@pytest.fixture(scope="module")
+def server(factory):  # noqa: F811
+    import uvicorn
+
+    from alaya.engine.interactive import InteractiveConfig, InteractiveStream
+    from alaya.serve.web import WebConfig, create_app
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = create_app(factory, lambda: InteractiveStream(seed=0, config=InteractiveConfig(size=SIZE)),
+                     WebConfig(fps=15.0, stats_every=2))
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/"
+    srv.should_exit = True
+    thread.join(10)
+
+
+def canvas_pixels(page) -> list[int]:
+    return page.evaluate("""() => { const c = document.getElementById('screen');
+        return Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data); }""")
+
+
+def wait_frames(page, more: int, timeout_s: float = 30.0) -> None:
+    start = page.evaluate("window.alaya.frames")
+    page.wait_for_function(f"window.alaya.frames >= {start + more}", timeout=timeout_s * 1000)
+
+
+def differs(a, b) -> float:
+    return sum(abs(x - y) for x, y in zip(a, b)) / max(len(a), 1)
+
+
+def test_play_page_in_chromium(server):
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        try:
+            page = browser.new_page()
+            page.goto(server)
+            wait_frames(page, 3)
+            first = canvas_pixels(page)
+            wait_frames(page, 2)
+            assert page.evaluate("window.alaya.connected") is True
+            # movement keys change the view
+            page.locator("#screen").click()
+            still = canvas_pixels(page)
+            page.keyboard.down("w")
+            wait_frames(page, 8)
+            page.keyboard.up("w")
+            page.keyboard.press("ArrowLeft")
+            wait_frames(page, 4)
+            moved = canvas_pixels(page)
+            assert differs(moved, still) > 1.0
+            # a typed prompt changes the look
+            page.fill("#prompt", "a moonlit night with a full moon")
+            page.press("#prompt", "Enter")
+            page.wait_for_function("(window.alaya.stats.prompt || '').includes('moonlit')", timeout=30000)
+            wait_frames(page, 3)
+            assert page.evaluate("window.alaya.lastError") == ""
+            # a G-buffer channel beside the frame
+            page.select_option("#channel", "normal")
+            page.wait_for_function("document.getElementById('screen').width === 2 * document.getElementById("
+                                   "'screen').height", timeout=30000)
+            assert len(first) == 4 * 32 * 32
+        finally:
+            browser.close()
