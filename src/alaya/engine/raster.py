@@ -201,6 +201,15 @@ class GBufferRasterizer:
         """Forget the previous frame: the next frame gets zero motion."""
         self._prev = None
 
+    def replace_previous_models(self, geoms: np.ndarray, matrices: np.ndarray) -> None:
+        """Overwrite the previous-frame transforms of ``geoms`` (indices) with ``matrices``.
+
+        For geoms teleported since the last frame (an interactive spawn): their motion vectors
+        should show the motion after the teleport, not a jump from where they were parked.
+        No effect before the first frame (which has zero motion anyway)."""
+        if self._prev is not None and len(geoms):
+            self._prev[0][np.asarray(geoms)] = matrices
+
     def draw(self, geom_matrices: np.ndarray, world_to_camera: np.ndarray) -> None:
         """Rasterize into the G-buffer textures (kept on the GPU for the reference renderer)."""
         first = self._prev is None

@@ -188,3 +188,11 @@ class ReferenceRenderer:
         self.vaos["composite"].render(moderngl.TRIANGLES, vertices=3)
         W, H = self.raster.width, self.raster.height
         return np.frombuffer(self.out_fbo.read(components=3), np.uint8).reshape(H, W, 3).copy()
+
+    def release(self) -> None:
+        """Free this renderer's GPU objects (the rasterizer's stay); for long-lived shared
+        contexts that outlive many streams."""
+        for obj in (*self.vaos.values(), *self.programs.values(), self.shadow_vao, self.shadow_program,
+                    self.shadow_fbo, self.shadow_map, self.ao_fbo, self.ao, self.hdr_fbo, self.hdr,
+                    self.bloom_a_fbo, self.bloom_a, self.bloom_b_fbo, self.bloom_b, self.out_fbo, self.out):
+            obj.release()

@@ -30,6 +30,7 @@ class SceneConfig:
     sweeper: bool = True
     player: bool = False             # a collidable walker body for first-person rigs
     physics_substeps: int = 3        # physics steps per rendered frame (90 Hz at 30 FPS)
+    spawn_pool: int = 0              # parked spare bodies for interactive spawning (0 = none)
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Scene:
     hfield_size: tuple[float, float, float, float] | None
     instances: dict[int, str] = field(default_factory=dict)  # instance id -> description
     initial_velocities: list[tuple[str, np.ndarray]] = field(default_factory=list)  # body -> 6-d
+    pool: list[str] = field(default_factory=list)   # parked spare bodies (SceneConfig.spawn_pool)
 
 
 def _fmt(values) -> str:
@@ -241,6 +243,8 @@ def generate_scene(seed: int, config: SceneConfig | None = None) -> Scene:
             "</body>"
         )
 
+    pool = _spawn_pool(b, seed, cfg.spawn_pool)
+
     dt = 1.0 / (30.0 * cfg.physics_substeps)
     asset = ""
     if heights is not None:
@@ -252,4 +256,31 @@ def generate_scene(seed: int, config: SceneConfig | None = None) -> Scene:
         f"{asset}<worldbody>" + "".join(b.static_xml) + mocap_xml + player_xml
         + "".join(b.body_xml) + "</worldbody></mujoco>"
     )
-    return Scene(seed, cfg, xml, b.geoms, heights, hsize, b.instances, b.initial_velocities)
+    return Scene(seed, cfg, xml, b.geoms, heights, hsize, b.instances, b.initial_velocities, pool)
+
+
+PARK_DEPTH = -500.0   # parked pool bodies sit here: beyond the rasterizer's far plane, touching nothing
+
+
+def _spawn_pool(b: _Builder, seed: int, count: int) -> list[str]:
+    """Reserve ``count`` spare dynamic bodies, parked far below the arena and weightless.
+
+    MuJoCo cannot add bodies to a compiled model, so interactive streams teleport these into
+    view (and switch their gravity compensation off) to spawn or throw objects. They draw from
+    their own generator and come after every other body and geom, so a scene without a pool is
+    byte-identical to what it was before pools existed, and a pool never moves an existing
+    geom's index or instance id.
+    """
+    rng = np.random.default_rng([seed, 4243])
+    names = []
+    for k in range(count):
+        kind = ("box", "sphere", "capsule", "cylinder")[k % 4]
+        size = {"box": rng.uniform(0.15, 0.3, 3), "sphere": rng.uniform(0.18, 0.3, 1),
+                "capsule": (rng.uniform(0.1, 0.18), rng.uniform(0.15, 0.3)),
+                "cylinder": (rng.uniform(0.15, 0.25), rng.uniform(0.15, 0.3))}[kind]
+        g = b.geom(kind, size, str(rng.choice(PROP_MATERIALS)), b.instance(f"pool {kind} {k}"))
+        name = f"pool{k}"
+        b.body_xml.append(f'<body name="{name}" pos="{_fmt((3.0 * k, 0.0, PARK_DEPTH))}" gravcomp="1">'
+                          f'<freejoint name="{name}_free"/>{g}</body>')
+        names.append(name)
+    return names

@@ -116,3 +116,15 @@ class World:
         d = mujoco.mj_ray(self.model, self.data, np.asarray(origin, np.float64),
                           np.asarray(direction, np.float64), None, 1, exclude_body, geomid)
         return float("inf") if d < 0 else float(d)
+
+    def ray_body(self, origin, direction, exclude_body: int = -1) -> tuple[float, int]:
+        """(distance, body id) of the first surface along ``direction`` (unit), or (inf, -1).
+
+        Body 0 is the world (terrain, walls, lamp posts); interactive pushes need to know
+        which body the crosshair is on, not only how far away it is."""
+        geomid = np.zeros(1, dtype=np.int32)
+        d = mujoco.mj_ray(self.model, self.data, np.asarray(origin, np.float64),
+                          np.asarray(direction, np.float64), None, 1, exclude_body, geomid)
+        if d < 0 or geomid[0] < 0:
+            return float("inf"), -1
+        return float(d), int(self.model.geom_bodyid[geomid[0]])
