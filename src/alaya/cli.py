@@ -185,6 +185,26 @@ def _styles(a: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(a: argparse.Namespace) -> int:
+    """Start every service asked for on one SessionFactory, then block until Ctrl-C."""
+    if a.grpc is None:
+        raise ValueError("nothing to serve: give --grpc PORT")
+    from alaya.runtime import SessionFactory
+    factory = SessionFactory.from_pretrained(a.weights, a.gbuffer_encoder, a.decoder, size=a.size,
+                                             backend=a.backend)
+    from alaya.serve.grpc_server import GrpcConfig, start_grpc_server
+    grpc_service = start_grpc_server(factory, GrpcConfig(
+        port=a.grpc, host=a.host, max_sessions=a.max_sessions, max_message_mb=a.max_message_mb,
+        model_name=Path(a.weights).name, backend=a.backend))
+    print(f"gRPC render service (alaya.v1.Renderer) on {grpc_service.address}: {a.size}x{a.size} frames, "
+          f"{a.backend}, at most {a.max_sessions} sessions; Ctrl-C stops", flush=True)
+    try:
+        grpc_service.server.wait_for_termination()
+    except KeyboardInterrupt:
+        grpc_service.stop(grace=2.0)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from alaya import __version__
     from alaya.engine.camera import RIGS
@@ -312,6 +332,18 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--size", type=int, default=128, help="frame size (square, a multiple of 16)")
     ex.add_argument("--out", required=True, help="folder for frame.onnx, step.onnx, decode.onnx")
     ex.set_defaults(func=_export_onnx)
+
+    sv = sub.add_parser("serve", help="render sessions for other programs (gRPC for game engines)")
+    sv.add_argument("--grpc", type=int, metavar="PORT", help="serve alaya.v1.Renderer over gRPC (docs/serve.md)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    sv.add_argument("--weights", default="weights/student")
+    sv.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
+    sv.add_argument("--decoder", default="weights/tiny_decoder")
+    sv.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
+    sv.add_argument("--size", type=int, default=128, help="the frame size served (square, a multiple of 16)")
+    sv.add_argument("--max-sessions", type=int, default=8, help="concurrent streams; more get RESOURCE_EXHAUSTED")
+    sv.add_argument("--max-message-mb", type=float, default=16.0, help="largest incoming frame message")
+    sv.set_defaults(func=_serve)
 
     st = sub.add_parser("styles", help="list the reference renderer's styles and phrasings")
     st.add_argument("--json", action="store_true")

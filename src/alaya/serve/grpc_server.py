@@ -1,0 +1,162 @@
+"""``alaya serve --grpc PORT``: render sessions for game engines over a gRPC stream.
+
+``Render`` is one bidirectional stream per engine view: each ``GBufferFrame`` is checked
+(``wire.decode_frame``), run through that stream's own ``RenderSession`` and answered with one
+``RGBFrame``, in order. A frame can switch the prompt (from that frame on) or restart the
+stream, so an engine never reconnects for either.
+
+gRPC's synchronous server runs each stream on a worker thread for the stream's whole life, so
+the pool has ``max_sessions`` threads plus a few spare ones: streams over the limit and ``Info``
+calls are still answered (with RESOURCE_EXHAUSTED, with the info) while every session is busy.
+A session slot is given back exactly once, whichever comes first: the stream ending, failing,
+or the client vanishing (``context.add_callback``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+
+from alaya import __version__
+from alaya.runtime import RenderSession, SessionFactory
+from alaya.serve.proto import render_pb2, render_pb2_grpc
+from alaya.serve.wire import FrameError, check_encoding, decode_frame, encode_rgb
+
+MB = 1 << 20
+
+
+@dataclass
+class GrpcConfig:
+    port: int = 50051                # 0: any free port (``GrpcService.port`` tells which)
+    host: str = "127.0.0.1"          # "0.0.0.0" or "[::]" to accept other machines
+    max_sessions: int = 8            # concurrent Render streams
+    max_message_mb: float = 16.0     # largest GBufferFrame; a 128x128 frame is 0.45 MB
+    model_name: str = "student"      # reported by Info
+    backend: str = "onnx"            # reported by Info (the factory already holds the backend)
+    spare_workers: int = 4           # threads beyond max_sessions, for Info and refusals
+
+    @property
+    def max_message_bytes(self) -> int:
+        return int(self.max_message_mb * MB)
+
+
+class SessionSlots:
+    """At most ``limit`` open streams; ``acquire`` returns a release function that works once."""
+
+    def __init__(self, limit: int):
+        if limit < 1:
+            raise ValueError(f"max_sessions must be >= 1, got {limit}")
+        self.limit, self.active = limit, 0
+        self._lock = threading.Lock()
+
+    def acquire(self) -> Callable[[], None] | None:
+        with self._lock:
+            if self.active >= self.limit:
+                return None
+            self.active += 1
+        done = threading.Event()
+
+        def release() -> None:
+            with self._lock:
+                if not done.is_set():
+                    done.set()
+                    self.active -= 1
+        return release
+
+
+class RenderServicer(render_pb2_grpc.RendererServicer):
+    def __init__(self, factory: SessionFactory, config: GrpcConfig):
+        self.factory, self.config = factory, config
+        self.slots = SessionSlots(config.max_sessions)
+
+    def Info(self, request, context) -> render_pb2.InfoReply:
+        from alaya.engine.styles import STYLES          # plain data: names, phrasings
+        styles = [render_pb2.Style(name=s.name, description=s.description, phrasings=s.phrasings)
+                  for s in STYLES.values()]
+        size = self.factory.size
+        return render_pb2.InfoReply(
+            model=self.config.model_name, backend=self.config.backend, width=size, height=size, styles=styles,
+            max_sessions=self.slots.limit, active_sessions=self.slots.active,
+            max_message_bytes=self.config.max_message_bytes, max_prompt_chars=self.factory.encoder.max_chars,
+            version=__version__)
+
+    def Render(self, request_iterator, context) -> Iterator[render_pb2.RGBFrame]:
+        release = self.slots.acquire()
+        if release is None:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"the server is at its limit of {self.slots.limit} concurrent sessions "
+                          f"(max_sessions={self.slots.limit}); retry when a stream closes")
+        if not context.add_callback(release):           # the RPC already ended
+            release()
+            return
+        try:
+            session: RenderSession | None = None
+            for msg in request_iterator:
+                session, reply = self._render_frame(session, msg, context)
+                yield reply
+        finally:
+            release()
+
+    def _render_frame(self, session: RenderSession | None, msg, context) -> tuple[RenderSession, render_pb2.RGBFrame]:
+        """One GBufferFrame -> (the stream's session, its RGBFrame); aborts the stream on a bad frame."""
+        t0 = time.perf_counter()
+        try:
+            frame = decode_frame(msg, self.factory.size)
+            encoding, quality = check_encoding(msg)
+            prompt = msg.prompt if msg.HasField("prompt") else None
+            if session is None or msg.reset:             # a new stream: frame index 0, this seed
+                kept = session.prompt if session is not None else ""
+                session = self.factory.new(kept if prompt is None else prompt, seed=msg.seed)
+            elif prompt is not None:
+                session.set_prompt(prompt)
+        except (FrameError, ValueError, TypeError) as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"frame {msg.frame_id}: {err}")
+        t1 = time.perf_counter()
+        try:
+            rgb = session.step(frame)
+        except (KeyError, ValueError) as err:           # decode_frame should have caught it
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"frame {msg.frame_id}: {err}")
+        t2 = time.perf_counter()
+        data = encode_rgb(rgb, encoding, quality)
+        return session, render_pb2.RGBFrame(
+            frame_id=msg.frame_id, width=rgb.shape[1], height=rgb.shape[0], encoding=encoding, data=data,
+            decode_ms=(t1 - t0) * 1000.0, render_ms=(t2 - t1) * 1000.0, encode_ms=(time.perf_counter() - t2) * 1000.0)
+
+
+@dataclass
+class GrpcService:
+    server: grpc.Server
+    servicer: RenderServicer
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.servicer.config.host}:{self.port}"
+
+    def stop(self, grace: float | None = None) -> None:
+        self.server.stop(grace).wait()
+
+
+def start_grpc_server(factory: SessionFactory, config: GrpcConfig) -> GrpcService:
+    """Bind ``config.host:config.port`` and start serving; returns at once (``server.wait_for_termination``)."""
+    servicer = RenderServicer(factory, config)
+    pool = ThreadPoolExecutor(config.max_sessions + config.spare_workers, thread_name_prefix="alaya-grpc")
+    options = [("grpc.max_receive_message_length", config.max_message_bytes),
+               ("grpc.max_send_message_length", -1),
+               ("grpc.so_reuseport", 0)]                # a second server on the same port fails to bind
+    server = grpc.server(pool, options=options)
+    render_pb2_grpc.add_RendererServicer_to_server(servicer, server)
+    address = f"{config.host}:{config.port}"
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as err:
+        raise ValueError(f"cannot listen on {address}: {err}") from err
+    if port == 0:
+        raise ValueError(f"cannot listen on {address}")
+    server.start()
+    return GrpcService(server, servicer, port)
