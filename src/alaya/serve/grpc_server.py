@@ -102,7 +102,8 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
         finally:
             release()
 
-    def _render_frame(self, session: RenderSession | None, msg, context) -> tuple[RenderSession, render_pb2.RGBFrame]:
+    def _render_frame(self, session: RenderSession | None, msg,
+                      context) -> tuple[RenderSession, render_pb2.RGBFrame]:
         """One GBufferFrame -> (the stream's session, its RGBFrame); aborts the stream on a bad frame."""
         t0 = time.perf_counter()
         try:
@@ -125,7 +126,8 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
         data = encode_rgb(rgb, encoding, quality)
         return session, render_pb2.RGBFrame(
             frame_id=msg.frame_id, width=rgb.shape[1], height=rgb.shape[0], encoding=encoding, data=data,
-            decode_ms=(t1 - t0) * 1000.0, render_ms=(t2 - t1) * 1000.0, encode_ms=(time.perf_counter() - t2) * 1000.0)
+            decode_ms=(t1 - t0) * 1000.0, render_ms=(t2 - t1) * 1000.0,
+            encode_ms=(time.perf_counter() - t2) * 1000.0)
 
 
 @dataclass
