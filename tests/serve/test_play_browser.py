@@ -74,11 +74,13 @@ def test_play_page_in_chromium(server):
             moved = canvas_pixels(page)
             assert differs(moved, still) > 1.0
             # a typed prompt changes the look
+            before_prompt = canvas_pixels(page)
             page.fill("#prompt", "a moonlit night with a full moon")
             page.press("#prompt", "Enter")
             page.wait_for_function("(window.alaya.stats.prompt || '').includes('moonlit')", timeout=30000)
             wait_frames(page, 3)
             assert page.evaluate("window.alaya.lastError") == ""
+            assert differs(canvas_pixels(page), before_prompt) > 1.0
             # a G-buffer channel beside the frame
             page.select_option("#channel", "normal")
             page.wait_for_function("document.getElementById('screen').width === 2 * document.getElementById("

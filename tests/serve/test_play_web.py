@@ -77,12 +77,12 @@ def test_a_session_streams_frames_and_takes_events(factory):
 
 
 def test_bad_input_gets_an_error_and_the_session_goes_on(factory):
-    with client(factory, max_message_bytes=256) as c, c.websocket_connect("/ws") as ws:
+    with client(factory, max_message_bytes=512) as c, c.websocket_connect("/ws") as ws:
         frames(ws, 1)
         for bad, needle in [("not json", "Invalid JSON"), ('{"type": "move", "forward": 5}', "forward"),
                             ('{"type": "teleport"}', "teleport"), ('{"type": "style", "name": "sepia"}', "name"),
                             (json.dumps({"type": "prompt", "text": "x" * 300}), "text"),
-                            ("x" * 1000, "limit is 256")]:
+                            ("x" * 1000, "limit is 512")]:
             ws.send_text(bad)
             errors = []
             while not errors:
@@ -113,7 +113,7 @@ def test_token_origin_and_session_limit(factory):
             msg = json.loads(second.receive_text())
             assert msg["type"] == "error" and "all 1 session slots are in use" in msg["message"]
             with pytest.raises(WebSocketDisconnect) as err:
-                second.receive()
+                second.receive_text()
             assert err.value.code == 1013
         assert c.get("/health").json()["sessions"] == 1
         assert len(frames(first, 2)[0]) == 2                                      # the first one goes on

@@ -52,7 +52,10 @@ def gbuffer_input(frame: Mapping[str, np.ndarray | torch.Tensor]) -> torch.Tenso
         if key not in frame:
             raise KeyError(f"G-buffer frame is missing key '{key}'")
         v = frame[key]
-        return torch.as_tensor(np.asarray(v)) if not isinstance(v, torch.Tensor) else v
+        if isinstance(v, torch.Tensor):
+            return v
+        a = np.asarray(v)
+        return torch.from_numpy(a if a.flags.writeable else a.copy())   # engine buffers may be read-only
 
     depth = t("depth").float()
     H, W = depth.shape[-2:]
