@@ -129,6 +129,12 @@ def _render(a: argparse.Namespace) -> int:
     return 0
 
 
+def _play(a: argparse.Namespace) -> int:
+    from alaya.serve.play import config_from_args, serve
+    serve(config_from_args(a))
+    return 0
+
+
 def _export_onnx(a: argparse.Namespace) -> int:
     from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
     from alaya.models.student import Student
@@ -344,6 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-sessions", type=int, default=8, help="concurrent streams; more get RESOURCE_EXHAUSTED")
     sv.add_argument("--max-message-mb", type=float, default=16.0, help="largest incoming frame message")
     sv.set_defaults(func=_serve)
+
+    pl = sub.add_parser("play", help="the playable world in a browser (engine physics drawn by the student)")
+    from alaya.serve.play import add_arguments as play_arguments
+    play_arguments(pl)
+    pl.set_defaults(func=_play)
 
     st = sub.add_parser("styles", help="list the reference renderer's styles and phrasings")
     st.add_argument("--json", action="store_true")
