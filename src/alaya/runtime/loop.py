@@ -8,8 +8,9 @@
     physics step + G-buffer raster  ──►  RenderSession.step(G-buffer)  ──►  on_frame(FrameOut)
     (+ reference / channel view)    [1]  (student + tiny decoder)
 
-The queue between them ([1]) holds one frame and the engine waits when it is full: the engine
-runs at most one frame ahead of the model, so latency stays at about two frames. G-buffer
+The hand-over between them ([1]) holds one frame, and the engine starts a frame only once the
+model has taken the previous one: the engine works on frame n+1 while the model renders frame
+n, and no frame waits in line, so latency is about one engine step plus one model step. G-buffer
 frames are never dropped there — each frame's motion vectors point at the frame before, and the
 student warps its memory by them, so a skipped frame would corrupt the warp. Staleness is
 handled downstream instead: ``on_frame`` consumers (a WebSocket) keep only the newest output.
@@ -63,6 +64,7 @@ class RealtimeLoop:
         self.make_stream, self.session, self.on_frame = make_stream, session, on_frame
         self.on_error = on_error or (lambda err: None)
         self._frames: queue.Queue = queue.Queue(maxsize=1)
+        self._slot = threading.Semaphore(1)            # free when the model has taken the last frame
         self._engine_cmds: queue.SimpleQueue = queue.SimpleQueue()
         self._model_cmds: queue.SimpleQueue = queue.SimpleQueue()
         self._side: Callable | None = None
@@ -141,6 +143,9 @@ class RealtimeLoop:
         index = 0
         try:
             while not self._stop.is_set():
+                while not self._slot.acquire(timeout=0.1):   # the model has not taken the last one
+                    if self._stop.is_set():
+                        return
                 wait = next_tick - time.perf_counter()
                 if wait > 0:
                     time.sleep(wait)
@@ -179,6 +184,7 @@ class RealtimeLoop:
                 index, frame, side, start_wall, timings = self._frames.get(timeout=0.1)
             except queue.Empty:
                 continue
+            self._slot.release()
             try:
                 self._drain(self._model_cmds, self.session)
                 t0 = time.perf_counter()
