@@ -15,6 +15,10 @@ RULES = [
     ("alaya.evaluation.metrics", ("alaya.models", "alaya.codecs", "alaya.train", "alaya.engine",
                                   "alaya.renderers")),
     ("alaya.evaluation.render_eval", ("alaya.models", "alaya.engine", "alaya.renderers")),
+    ("alaya.models.student, alaya.models.teacher", ("alaya.train", "alaya.runtime", "alaya.serve")),
+    ("alaya.runtime", ("alaya.train", "alaya.engine", "alaya.serve", "alaya.evaluation")),
+    ("alaya.serve.grpc_server, alaya.serve.web", ("alaya.train", "alaya.models.teacher_training",
+                                                  "alaya.models.student_training", "alaya.evaluation")),
 ]
 
 
