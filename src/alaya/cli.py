@@ -72,7 +72,8 @@ def _train(a: argparse.Namespace) -> int:
         model = train_student(StudentTrainConfig(
             data=a.data, stage=a.stage, teacher=a.teacher, autoencoder=a.autoencoder, init=a.init,
             out=a.out or f"weights/student_{a.stage}", guidance=a.guidance, sample_steps=a.sample_steps,
-            rollout=a.rollout, text_noise=a.text_noise, data_weight=a.data_weight, train=train))
+            rollout=a.rollout, text_noise=a.text_noise, data_weight=a.data_weight,
+            widths=tuple(int(w) for w in a.student_widths.split(",")) if a.student_widths else None, train=train))
     elif a.what == "style-classifier":
         from alaya.evaluation.style_classifier import StyleClassifierTrainConfig, train_style_classifier
         model = train_style_classifier(StyleClassifierTrainConfig(
@@ -279,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--guidance", type=float, default=2.0, help="student: guidance weight folded in")
     tr.add_argument("--sample-steps", type=int, default=8, help="student 'steps': the previous stage's steps")
     tr.add_argument("--rollout", type=int, default=2, help="student 'meanflow': self-generated context frames")
+    tr.add_argument("--student-widths", help="student 'ar': widths of a new student, e.g. 48,64")
     tr.add_argument("--data-weight", type=float, default=0.0,
                     help="student: also fit the data itself, with this weight (beyond the teacher)")
     tr.add_argument("--ema", type=float, default=0.0)

@@ -60,6 +60,7 @@ class StudentTrainConfig:
     init: str | None = None             # previous stage's student; None: new, from the teacher
     out: str = "weights/student"
     student: StudentConfig | None = None
+    widths: tuple[int, int] | None = None  # new student's widths (default StudentConfig's)
     guidance: float = 2.0
     teacher_window: int = 4              # frames the teacher sees, ending at the trained frame
     sample_steps: int = 8                # 'steps': the previous student's steps (result: half)
@@ -152,7 +153,8 @@ def build_student(cfg: StudentTrainConfig, teacher: Teacher) -> Student:
     tc = teacher.config
     scfg = cfg.student or StudentConfig(latent_channels=tc.latent_channels, gbuffer_channels=tc.gbuffer_channels,
                                         text_dim=tc.text_dim, emb_dim=tc.emb_dim,
-                                        sigma_data=tc.sigma_data)
+                                        sigma_data=tc.sigma_data,
+                                        **({"widths": tuple(cfg.widths)} if cfg.widths else {}))
     student = Student(scfg)
     student.init_from_teacher(teacher)
     return student
