@@ -33,3 +33,15 @@ def test_bad_prompts(enc):
         enc.encode([3])
     with pytest.raises(ValueError, match="limit"):
         enc.encode("x" * 5000)
+
+
+def test_cache_stays_bounded():
+    import torch
+
+    from alaya.text import PromptEncoder
+    enc = PromptEncoder(max_cached=3)
+    first = enc.encode("a foggy morning")
+    for i in range(6):
+        enc.encode(f"prompt number {i}")
+    assert len(enc._cache) == 3
+    assert torch.allclose(enc.encode("a foggy morning"), first, atol=1e-6)   # recomputed, same vector

@@ -23,9 +23,11 @@ def prompt_key(prompt: str) -> str:
 
 
 class PromptEncoder:
-    def __init__(self, cache_file: str | os.PathLike | None = None, max_chars: int = 1000):
+    def __init__(self, cache_file: str | os.PathLike | None = None, max_chars: int = 1000,
+                 max_cached: int = 10_000):
         self.cache_file = Path(cache_file) if cache_file else None
         self.max_chars = max_chars
+        self.max_cached = max_cached      # servers see endless new prompts: memory stays bounded
         self._model = None
         self._lock = threading.Lock()
         self._cache: dict[str, torch.Tensor] = {}
@@ -63,10 +65,15 @@ class PromptEncoder:
             with self._lock:
                 emb = self._load().encode(missing, convert_to_tensor=True, normalize_embeddings=True,
                                           show_progress_bar=False)
-            for t, e in zip(missing, emb):
-                self._cache[prompt_key(t)] = e.detach().float().cpu().contiguous()
+            fresh = {prompt_key(t): e.detach().float().cpu().contiguous() for t, e in zip(missing, emb)}
+        else:
+            fresh = {}
         zero = torch.zeros(EMBED_DIM)
-        return torch.stack([self._cache[prompt_key(t)] if t else zero for t in texts])
+        out = torch.stack([fresh.get(prompt_key(t), self._cache.get(prompt_key(t))) if t else zero for t in texts])
+        self._cache.update(fresh)
+        while len(self._cache) > self.max_cached:            # drop the oldest entries
+            self._cache.pop(next(iter(self._cache)))
+        return out
 
     def save_cache(self) -> None:
         if self.cache_file is None:
