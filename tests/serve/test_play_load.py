@@ -20,6 +20,9 @@ def server(factory):  # noqa: F811
 
     from alaya.engine.interactive import InteractiveConfig, InteractiveStream
     from alaya.serve.web import WebConfig, create_app
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                             # as alaya play does (many sessions, few cores)
     factory.encoder.encode("a clear sunny noon")         # load the text model up front, as alaya play does
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -34,6 +37,7 @@ def server(factory):  # noqa: F811
     yield f"ws://127.0.0.1:{port}/ws", f"http://127.0.0.1:{port}/health"
     srv.should_exit = True
     thread.join(10)
+    torch.set_num_threads(threads)
 
 
 async def count_frames(url: str, seconds: float, ready: asyncio.Event) -> int:

@@ -47,7 +47,13 @@ def build_app(cfg: PlayConfig):
 
 
 def serve(cfg: PlayConfig) -> None:
+    import torch
     import uvicorn
+    # Many sessions call torch from their own threads; each would start its own OpenMP team
+    # and they would spin against each other on a few cores (measured: a 32x32 frame took
+    # seconds with 8 sessions). The torch work per frame is small; the networks run in
+    # onnxruntime's own pool.
+    torch.set_num_threads(1)
     if cfg.host not in ("127.0.0.1", "localhost", "::1") and cfg.token is None:
         print(f"warning: serving on {cfg.host} without --token: anyone who can reach it can play")
     app = build_app(cfg)

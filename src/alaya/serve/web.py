@@ -29,7 +29,6 @@ from importlib import resources
 from urllib.parse import urlparse
 
 import numpy as np
-import torch
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from PIL import Image
@@ -118,11 +117,6 @@ def create_app(factory, make_stream: Callable[[], object], config: WebConfig | N
     """The app: ``factory`` is a :class:`~alaya.runtime.SessionFactory`; ``make_stream()``
     builds one interactive engine world (called on each session's engine thread)."""
     cfg = config or WebConfig()
-    # Many sessions call torch from their own threads; each would start its own OpenMP team
-    # and they would spin against each other on a few cores (measured: a 32x32 frame took
-    # seconds with 8 sessions). The torch work per frame is small; the networks run in
-    # onnxruntime's own pool.
-    torch.set_num_threads(1)
     app = FastAPI(title="alaya play", docs_url=None, redoc_url=None)
     slots = threading.BoundedSemaphore(cfg.max_sessions)
     active = {"n": 0}
