@@ -61,3 +61,4 @@ def styles128_dataset(tmp_path_factory):
     clips = {cid: {**meta.clips[cid], "split": s} for s, members in splits.items() for cid in members}
     write_meta(root, dataclasses.replace(meta, splits=splits, clips=clips))
     return root
+

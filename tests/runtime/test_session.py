@@ -4,22 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from alaya.codecs import TinyDecoder, TinyDecoderConfig, TinyGBufferEncoder, TinyGBufferEncoderConfig
 from alaya.data.dataset import ClipDataset
 from alaya.data.contract import GBUFFER_KEYS
-from alaya.models.student import Student, StudentConfig
 from alaya.runtime import RenderSession
+from tiny_models import tiny_flash_modules
 
 
 def session(**kw):
-    torch.manual_seed(0)
-    student = Student(StudentConfig(latent_channels=4, gbuffer_channels=20, widths=(16, 16), emb_dim=16))
-    with torch.no_grad():
-        for p in student.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    enc = TinyGBufferEncoder(TinyGBufferEncoderConfig(latent_channels=4, width=4))
-    dec = TinyDecoder(TinyDecoderConfig(latent_channels=4, channels=(8, 8, 8)))
-    return RenderSession(student, enc, dec, prompt="a clear sunny noon", **kw)
+    return RenderSession(*tiny_flash_modules(), prompt="a clear sunny noon", **kw)
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,11 @@ import pytest
 import torch
 from PIL import Image
 
-from alaya.codecs import TinyDecoder, TinyDecoderConfig, TinyGBufferEncoder, TinyGBufferEncoderConfig
-from alaya.models.student import Student, StudentConfig
 from alaya.runtime import SessionFactory
 from alaya.serve.grpc_client import RenderClient, frame_to_message, message_to_rgb
 from alaya.serve.grpc_server import GrpcConfig, start_grpc_server
 from alaya.serve.proto import render_pb2
+from tiny_models import tiny_flash_modules
 
 SIZE = 32
 MAX_MESSAGE_MB = 0.0625          # 64 KiB: a 32x32 frame (29 KiB) fits, a 64x64 one does not
@@ -34,14 +33,7 @@ def one_torch_thread():
 
 @pytest.fixture(scope="module")
 def factory():
-    torch.manual_seed(0)
-    student = Student(StudentConfig(latent_channels=4, gbuffer_channels=20, widths=(16, 16), emb_dim=16))
-    with torch.no_grad():
-        for p in student.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    enc = TinyGBufferEncoder(TinyGBufferEncoderConfig(latent_channels=4, width=4))
-    dec = TinyDecoder(TinyDecoderConfig(latent_channels=4, channels=(8, 8, 8)))
-    return SessionFactory(student, enc, dec, size=SIZE, backend="torch")
+    return SessionFactory(*tiny_flash_modules(), size=SIZE, backend="torch")
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,10 @@ server on a socket: the canvas updates, movement keys change the view, a typed p
 the look, and a G-buffer view opens beside the frame."""
 
 import shutil
-import socket
-import threading
-import time
 
 import pytest
 
+from servers import running
 from test_play_web import SIZE, factory  # noqa: F401  (the module fixture)
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if shutil.os.path.exists("/usr/bin/chromium") else None)
@@ -17,23 +15,12 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not instal
 
 @pytest.fixture(scope="module")
 def server(factory):  # noqa: F811
-    import uvicorn
-
     from alaya.engine.interactive import InteractiveConfig, InteractiveStream
     from alaya.serve.web import WebConfig, create_app
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     app = create_app(factory, lambda: InteractiveStream(seed=0, config=InteractiveConfig(size=SIZE)),
                      WebConfig(fps=15.0, stats_every=2))
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    while not srv.started:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/"
-    srv.should_exit = True
-    thread.join(10)
+    with running(app) as port:
+        yield f"http://127.0.0.1:{port}/"
 
 
 def canvas_pixels(page) -> list[int]:

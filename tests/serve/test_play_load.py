@@ -4,40 +4,31 @@ closing sessions frees their slots."""
 
 import asyncio
 import json
-import socket
-import threading
 import time
 
 import pytest
 import websockets
 
+from servers import running
 from test_play_web import SIZE, factory  # noqa: F401  (the module fixture)
 
 
 @pytest.fixture(scope="module")
 def server(factory):  # noqa: F811
-    import uvicorn
+    import torch
 
     from alaya.engine.interactive import InteractiveConfig, InteractiveStream
     from alaya.serve.web import WebConfig, create_app
-    import torch
     threads = torch.get_num_threads()
     torch.set_num_threads(1)                             # as alaya play does (many sessions, few cores)
     factory.encoder.encode("a clear sunny noon")         # load the text model up front, as alaya play does
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     app = create_app(factory, lambda: InteractiveStream(seed=0, config=InteractiveConfig(size=SIZE, warmup_frames=2)),
                      WebConfig(fps=10.0, max_sessions=8))
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    while not srv.started:
-        time.sleep(0.05)
-    yield f"ws://127.0.0.1:{port}/ws", f"http://127.0.0.1:{port}/health"
-    srv.should_exit = True
-    thread.join(10)
-    torch.set_num_threads(threads)
+    try:
+        with running(app) as port:
+            yield f"ws://127.0.0.1:{port}/ws", f"http://127.0.0.1:{port}/health"
+    finally:
+        torch.set_num_threads(threads)
 
 
 async def count_frames(url: str, seconds: float, ready: asyncio.Event) -> int:

@@ -8,30 +8,21 @@ import struct
 
 import numpy as np
 import pytest
-import torch
 from fastapi.testclient import TestClient
 from PIL import Image
 from starlette.websockets import WebSocketDisconnect
 
-from alaya.codecs import TinyDecoder, TinyDecoderConfig, TinyGBufferEncoder, TinyGBufferEncoderConfig
 from alaya.engine.interactive import InteractiveConfig, InteractiveStream
-from alaya.models.student import Student, StudentConfig
 from alaya.runtime import SessionFactory
 from alaya.serve.web import WebConfig, create_app
+from tiny_models import tiny_flash_modules
 
 SIZE = 32
 
 
 @pytest.fixture(scope="module")
 def factory():
-    torch.manual_seed(0)
-    student = Student(StudentConfig(latent_channels=4, gbuffer_channels=20, widths=(16, 16), emb_dim=16))
-    with torch.no_grad():
-        for p in student.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    enc = TinyGBufferEncoder(TinyGBufferEncoderConfig(latent_channels=4, width=4))
-    dec = TinyDecoder(TinyDecoderConfig(latent_channels=4, channels=(8, 8, 8)))
-    return SessionFactory(student, enc, dec, size=SIZE, backend="torch")
+    return SessionFactory(*tiny_flash_modules(), size=SIZE, backend="torch")
 
 
 def client(factory, **kw):
