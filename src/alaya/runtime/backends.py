@@ -7,9 +7,10 @@ A frame of the Flash renderer is three kinds of network call:
 - ``step(z, r, t, text, features) -> u``: one student step (``Student.velocity``), ``steps``
   times per frame;
 - ``decode(z, previous) -> (rgb, state)``: the tiny streaming decoder, ``previous`` being its
-  state from the frame before (zeros at the start of a stream).
+  state from the frame before (None at the start of a stream).
 
-``TorchBackend`` calls the modules; ``OnnxBackend`` exports the three graphs once per frame size
+``TorchBackend`` calls the modules; ``FullCodecBackend`` runs the distillation stages' full
+codecs (and guidance) through the same session loop; ``OnnxBackend`` exports the three graphs once per frame size
 (``export_onnx``) and runs them with onnxruntime, whose small-convolution kernels are several
 times faster than torch's on a CPU at batch 1 (``bench/flash_ablation.py`` measures both). The
 ONNX graphs compute the same functions: outputs match torch to ~1e-5 (tested, tolerance 1e-3).
@@ -26,7 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from alaya.codecs.gbuffer import GBUFFER_INPUT_CHANNELS
+from alaya.codecs.autoencoder import Autoencoder
+from alaya.codecs.gbuffer import GBUFFER_INPUT_CHANNELS, teacher_gbuffer_latents
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
 
@@ -65,36 +67,61 @@ class _DecodeNet(nn.Module):
 class TorchBackend:
     """The modules in torch; ``channels_last`` and ``bf16`` (CPU autocast) are the usual CPU
     levers — bf16 pays off only on CPUs with native bf16 (AVX-512 BF16 / AMX); on AVX2 it is
-    slower, so both are off by default (``docs/flash.md`` has the measurements)."""
+    slower, so both are off by default (``docs/flash.md`` has the measurements). ``size``: the
+    only frame size it accepts (None: any)."""
     name = "torch"
 
     def __init__(self, student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder,
-                 channels_last: bool = False, bf16: bool = False):
-        self.student, self.encoder, self.decoder = student.eval(), encoder.eval(), decoder.eval()
-        self.channels_last, self.bf16 = channels_last, bf16
+                 channels_last: bool = False, bf16: bool = False, size: int | None = None):
+        self.nets = {"frame": _FrameNet(student, encoder).eval(), "step": _StepNet(student).eval(),
+                     "decode": _DecodeNet(decoder).eval()}
+        self.bf16, self.size = bf16, size
         if channels_last:
-            for m in (self.student, self.encoder, self.decoder):
+            for m in self.nets.values():
                 m.to(memory_format=torch.channels_last)
 
-    def _ctx(self):
-        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16)
+    @torch.no_grad()
+    def _run(self, name: str, *args: torch.Tensor):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            out = self.nets[name](*args)
+        return tuple(o.float() for o in out) if isinstance(out, tuple) else out.float()
+
+    def frame(self, x, context, valid):
+        return self._run("frame", x, context, valid)
+
+    def step(self, z, r, t, text, features):
+        return self._run("step", z, r, t, text, features)
+
+    def decode(self, z, previous):
+        return self._run("decode", z, previous)
+
+
+class FullCodecBackend:
+    """The distillation stages' setup: G-buffer latents from the full codec, the full decoder
+    (no memory: ``decode`` hands its state back unchanged), and optional classifier-free
+    guidance for a student that has not had it distilled in (two calls per step)."""
+    name = "full"
+    size = None
+
+    def __init__(self, student: Student, autoencoder: Autoencoder, guidance: float = 1.0):
+        self.student, self.autoencoder, self.guidance = student.eval(), autoencoder.eval(), guidance
 
     @torch.no_grad()
     def frame(self, x, context, valid):
-        with self._ctx():
-            g = self.encoder(x)
-            return g.float(), self.student.condition(g, context, valid).float()
+        g = teacher_gbuffer_latents(self.autoencoder, x)
+        return g, self.student.condition(g, context, valid)
 
     @torch.no_grad()
     def step(self, z, r, t, text, features):
-        with self._ctx():
-            return self.student.velocity(z, r, t, text, features).float()
+        u = self.student.velocity(z, r, t, text, features)
+        if self.guidance == 1.0:
+            return u
+        u_null = self.student.velocity(z, r, t, torch.zeros_like(text), features)
+        return u_null + self.guidance * (u - u_null)
 
     @torch.no_grad()
     def decode(self, z, previous):
-        with self._ctx():
-            img, state = self.decoder(z, previous)
-            return img.float(), state.float()
+        return self.autoencoder.decode(z), previous
 
 
 def example_inputs(student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder, size: int):
@@ -156,6 +183,7 @@ class OnnxBackend:
                 raise FileNotFoundError(f"{path} is missing; export it with alaya.runtime.export_onnx")
             self.sessions[name] = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.inputs = {n: [i.name for i in s.get_inputs()] for n, s in self.sessions.items()}
+        self.state_channels = self.sessions["decode"].get_inputs()[1].shape[1]
 
     @classmethod
     def from_modules(cls, student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder, size: int,
@@ -178,4 +206,6 @@ class OnnxBackend:
         return self._run("step", z, r, t, text, features)[0]
 
     def decode(self, z, previous):
+        if previous is None:                       # the start of a stream: an empty memory
+            previous = torch.zeros(1, self.state_channels, *z.shape[-2:])
         return tuple(self._run("decode", z, previous))

@@ -31,8 +31,7 @@ class SessionFactory:
             self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.decoder, size,
                                                     threads=threads)
         else:
-            self.backend = TorchBackend(self.student, self.gbuffer_encoder, self.decoder)
-            self.backend.size = size
+            self.backend = TorchBackend(self.student, self.gbuffer_encoder, self.decoder, size=size)
 
     @classmethod
     def from_pretrained(cls, weights: str | os.PathLike = "weights/student",

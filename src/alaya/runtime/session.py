@@ -32,28 +32,27 @@ FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
 
 
 class RenderSession:
-    def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, decoder: TinyDecoder,
+    def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder | None,
                  prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None, seed: int = 0,
-                 channels_last: bool = False, backend: str = "torch", onnx_folder: str | None = None,
+                 channels_last: bool = False, backend="torch", onnx_folder: str | None = None,
                  bf16: bool = False):
         """``backend``: ``"torch"`` or ``"onnx"`` (onnxruntime; the graphs are exported on the first
         frame of each size, into ``onnx_folder`` or a temporary folder), or a backend object
-        (``alaya.runtime.backends``) shared with other sessions (``SessionFactory``). ``channels_last`` and
-        ``bf16`` (CPU autocast) apply to the torch backend."""
+        (``alaya.runtime.backends``), e.g. one shared with other sessions (``SessionFactory``);
+        the codec modules may then be None. ``channels_last`` and ``bf16`` (CPU autocast) apply
+        to the torch backend."""
         steps = student.config.steps if steps is None else steps
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
-        shared = not isinstance(backend, str)       # a backend object shared between sessions
-        if not shared and backend not in BACKENDS:
+        if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         self.student = student.eval()
-        self.gbuffer_encoder = gbuffer_encoder.eval()
-        self.tiny_decoder = decoder.eval()
-        self.backend_name = "shared" if shared else backend
+        self.gbuffer_encoder, self.tiny_decoder = gbuffer_encoder, decoder
+        self.backend_name = backend if isinstance(backend, str) else "shared"
         self.onnx_folder = onnx_folder
-        self.torch_backend = TorchBackend(self.student, self.gbuffer_encoder, self.tiny_decoder, channels_last, bf16)
-        self.backend = backend if shared else self.torch_backend if backend == "torch" else None
-        self.backend_size: int | None = getattr(backend, "size", None) if shared else None
+        self.torch_backend = (TorchBackend(self.student, gbuffer_encoder, decoder, channels_last, bf16)
+                              if isinstance(backend, str) else None)
+        self.backend = backend if not isinstance(backend, str) else self.torch_backend if backend == "torch" else None
         self.encoder = encoder or PromptEncoder()
         self.steps, self.seed = steps, seed
         self.times = torch.linspace(1.0, 0.0, steps + 1)
@@ -74,14 +73,17 @@ class RenderSession:
         self.valid: torch.Tensor | None = None          # (1, K, 1, h, w)
         self.decoder_state: torch.Tensor | None = None
 
-    def _backend_for(self, size: int):
-        if self.backend_name == "shared" and self.backend_size not in (None, size):
-            raise ValueError(f"this session's backend was built for {self.backend_size}x{self.backend_size} "
-                             f"frames, got {size}x{size}")
-        if self.backend_name == "onnx" and self.backend_size != size:
-            folder = None if self.onnx_folder is None else f"{self.onnx_folder}/{size}"
-            self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.tiny_decoder, size, folder)
-            self.backend_size = size
+    def _backend_for(self, H: int, W: int):
+        if self.backend_name == "onnx":
+            if H != W:                                  # the graphs are exported for square frames
+                return self.torch_backend
+            if getattr(self.backend, "size", None) != H:
+                folder = None if self.onnx_folder is None else f"{self.onnx_folder}/{H}"
+                self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.tiny_decoder, H, folder)
+            return self.backend
+        size = getattr(self.backend, "size", None)
+        if size is not None and (H, W) != (size, size):
+            raise ValueError(f"this session's backend was built for {size}x{size} frames, got {H}x{W}")
         return self.backend
 
     @staticmethod
@@ -97,10 +99,10 @@ class RenderSession:
         return H, W
 
     @torch.no_grad()
-    def step_latent(self, frame: Mapping[str, np.ndarray]) -> torch.Tensor:
-        """The student's output latents (1, C, h, w) for one G-buffer frame; advances the stream."""
+    def _advance(self, frame: Mapping[str, np.ndarray]):
+        """The student's output latents (1, C, h, w) for one frame, and the backend used."""
         H, W = self._check(frame)
-        backend = self._backend_for(H) if H == W else self.torch_backend
+        backend = self._backend_for(H, W)
         x = gbuffer_input({k: frame[k] for k in FRAME_KEYS if k != "motion"})
         K, C = self.student.config.context, self.student.config.latent_channels
         h, w = H // 8, W // 8
@@ -119,16 +121,16 @@ class RenderSession:
             z = z - (t - r) * backend.step(z, (r if average else t).reshape(1), t.reshape(1), self.text, features)
         self.context, self.valid = push_context(self.context, self.valid, z)
         self.frame_index += 1
-        return z
+        return z, backend
+
+    def step_latent(self, frame: Mapping[str, np.ndarray]) -> torch.Tensor:
+        """The student's output latents (1, C, h, w) for one G-buffer frame; advances the stream."""
+        return self._advance(frame)[0]
 
     @torch.no_grad()
     def step(self, frame: Mapping[str, np.ndarray]) -> np.ndarray:
         """uint8 (H, W, 3) RGB for one G-buffer frame (clip-contract arrays without the T axis)."""
-        z = self.step_latent(frame)
-        H = z.shape[-2] * 8
-        backend = self._backend_for(H) if z.shape[-2] == z.shape[-1] else self.torch_backend
-        if self.decoder_state is None:
-            self.decoder_state = torch.zeros(1, self.tiny_decoder.config.channels[0], *z.shape[-2:])
+        z, backend = self._advance(frame)
         img, self.decoder_state = backend.decode(z, self.decoder_state)
         return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
