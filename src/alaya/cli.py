@@ -41,6 +41,21 @@ def _inspect(a: argparse.Namespace) -> int:
     return 0
 
 
+def _record(a: argparse.Namespace) -> int:
+    if a.source == "game":
+        from alaya.engine.game import GameConfig
+        from alaya.engine.gameplay import GameplayConfig, record_gameplay
+        cfg = GameplayConfig(episodes=a.episodes, frames=a.frames, first_seed=a.seed, styles=tuple(a.styles),
+                             game=GameConfig(size=a.size))
+        done = record_gameplay(a.out, cfg, progress=not a.quiet)
+        print(f"recorded {len(done)} episodes into {a.out} ({a.frames} frames, {a.size}px, styles {', '.join(a.styles)})")
+        return 0
+    from alaya.data.gym_adapter import record_gym
+    paths = record_gym(a.env, a.out, episodes=a.episodes, max_steps=a.frames, size=a.size, seed=a.seed)
+    print(f"recorded {len(paths)} episodes of {a.env} into {a.out}")
+    return 0
+
+
 def _import(a: argparse.Namespace) -> int:
     from alaya.data.importer import import_gbuffers
     root = import_gbuffers(a.src, a.out, dataset_name=a.name)
@@ -74,6 +89,16 @@ def _train(a: argparse.Namespace) -> int:
             out=a.out or f"weights/student_{a.stage}", guidance=a.guidance, sample_steps=a.sample_steps,
             rollout=a.rollout, text_noise=a.text_noise, data_weight=a.data_weight,
             widths=tuple(int(w) for w in a.student_widths.split(",")) if a.student_widths else None, train=train))
+    elif a.what == "world":
+        from alaya.models.world import WorldModelConfig
+        from alaya.models.world_training import WorldTrainConfig, train_world
+        model_cfg = WorldModelConfig()
+        if a.world_widths:
+            model_cfg.widths = tuple(int(w) for w in a.world_widths.split(","))
+        model = train_world(WorldTrainConfig(
+            data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
+            model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
+            context_noise=a.context_noise, train=train))
     elif a.what == "style-classifier":
         from alaya.evaluation.style_classifier import StyleClassifierTrainConfig, train_style_classifier
         model = train_style_classifier(StyleClassifierTrainConfig(
@@ -254,9 +279,22 @@ def build_parser() -> argparse.ArgumentParser:
     gb.add_argument("--name", default=None)
     gb.set_defaults(func=_import)
 
+    rc = sub.add_parser("record", help="record labelled gameplay episodes for the world model")
+    rc.add_argument("source", choices=["game", "gym"], help="game: our arena with scripted players; "
+                    "gym: any Gymnasium environment with an RGB render")
+    rc.add_argument("--out", required=True, help="episodes folder (created, or appended to)")
+    rc.add_argument("--env", default="CartPole-v1", help="gym: the environment id")
+    rc.add_argument("--episodes", type=int, default=160)
+    rc.add_argument("--frames", type=int, default=300, help="frames per episode (gym: at most)")
+    rc.add_argument("--size", type=int, default=64)
+    rc.add_argument("--styles", nargs="+", default=["golden_sunset", "snowy_winter"], choices=STYLE_NAMES)
+    rc.add_argument("--seed", type=int, default=0, help="first world seed (episode ep<seed>)")
+    rc.add_argument("--quiet", action="store_true")
+    rc.set_defaults(func=_record)
+
     tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
-    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier"])
-    tr.add_argument("--data", required=True, help="dataset folder (alaya datagen)")
+    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier", "world"])
+    tr.add_argument("--data", required=True, help="dataset folder (alaya datagen; world: alaya record)")
     tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
     tr.add_argument("--out", help="save_pretrained folder for the result")
     tr.add_argument("--out-decoder", help="tiny-codecs: folder for the tiny decoder")
@@ -279,7 +317,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--teacher", default="weights/teacher", help="student: the teacher")
     tr.add_argument("--guidance", type=float, default=2.0, help="student: guidance weight folded in")
     tr.add_argument("--sample-steps", type=int, default=8, help="student 'steps': the previous stage's steps")
-    tr.add_argument("--rollout", type=int, default=2, help="student 'meanflow': self-generated context frames")
+    tr.add_argument("--rollout", type=int, default=2,
+                    help="student 'meanflow', world: self-generated context frames")
+    tr.add_argument("--rollout-prob", type=float, default=0.0,
+                    help="world: share of batches trained on self-generated context (0 = off)")
+    tr.add_argument("--context-noise", type=float, default=0.3, help="world: context noise augmentation level")
+    tr.add_argument("--world-widths", help="world: widths of a new world model, e.g. 64,96")
     tr.add_argument("--student-widths", help="student 'ar': widths of a new student, e.g. 48,64")
     tr.add_argument("--data-weight", type=float, default=0.0,
                     help="student: also fit the data itself, with this weight (beyond the teacher)")

@@ -5,6 +5,8 @@ zip timestamps, fixed deflate level: the same arrays always give the same bytes)
 (temporary ``.<name>.<pid>.tmp`` in the same folder, fsync, ``os.replace``), so a killed writer
 leaves at most a dot-file that readers and validators ignore. ``read_clip`` loads with
 ``allow_pickle=False`` and checks keys, dtypes and shapes before returning anything.
+``check_contract``, ``write_npz`` and ``read_npz`` take the array spec as a parameter, so other
+file kinds (the episodes of ``episodes.py``) share the same writer and checks.
 ``check_invariants`` holds the semantic checks (finite values, background conventions, unit
 normals, rigid camera poses, ...). Every error names the file and the key.
 """
@@ -42,27 +44,34 @@ def _dtype_ok(arr: np.ndarray, want: str) -> bool:
     return arr.dtype == np.dtype(want)
 
 
+# key -> (numpy dtype string or "<U" for any unicode width, shape symbols); a digit symbol is a
+# fixed size, any other symbol is bound from the first array (in spec order) that names it.
+ArraySpec = Mapping[str, tuple[str, tuple[str, ...]]]
+
+
 def check_contract(
     arrays: Mapping[str, np.ndarray],
     path: str | os.PathLike[str] = "<memory>",
     *,
     require: Iterable[str] = REQUIRED_KEYS,
+    spec: ArraySpec = CLIP_ARRAYS,
 ) -> dict[str, int]:
-    """Check keys, dtypes and shapes; raise ``ClipError`` naming the first bad key.
+    """Check keys, dtypes and shapes against ``spec``; raise ``ClipError`` naming the first bad key.
 
-    ``require`` lists the keys that must be present (all required keys by default). Unknown keys
-    are rejected. Shape symbols (S, T, H, W, A) are bound from the first array in contract order
-    that names them, then every later array must agree. Returns the bound symbols.
+    ``spec`` is the clip contract by default. ``require`` lists the keys that must be present
+    (all required clip keys by default). Keys outside ``spec`` are rejected. Shape symbols
+    (S, T, H, W, A, ...) are bound from the first array in spec order that names them, then
+    every later array must agree. Returns the bound symbols.
     """
     for key in require:
         if key not in arrays:
             raise ClipError(path, key, "missing required key")
     for key in arrays:
-        if key not in CLIP_ARRAYS:
-            raise ClipError(path, key, f"unknown key (allowed: {sorted(CLIP_ARRAYS)})")
+        if key not in spec:
+            raise ClipError(path, key, f"unknown key (allowed: {sorted(spec)})")
     dims: dict[str, int] = {}
     origin: dict[str, str] = {}
-    for key, (want_dtype, symbols) in CLIP_ARRAYS.items():
+    for key, (want_dtype, symbols) in spec.items():
         if key not in arrays:
             continue
         arr = arrays[key]
@@ -91,7 +100,8 @@ def check_contract(
     return dims
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Flush a folder's entries (a rename in it) to disk; best effort where unsupported."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
@@ -114,6 +124,18 @@ def write_clip(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -
     if path.suffix != ".npz":
         raise ClipError(path, None, "clip files must end in .npz")
     check_contract(arrays, path)
+    write_npz(path, arrays)
+
+
+def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> None:
+    """Write arrays as a deterministic ``.npz`` (sorted keys, fixed zip timestamps and deflate
+    level), atomically: a temporary ``.<name>.<pid>.tmp`` beside it, fsync, ``os.replace``.
+
+    Checks no contract (callers do, before); a failure or kill leaves any old file untouched.
+    """
+    path = Path(path)
+    if path.suffix != ".npz":
+        raise ClipError(path, None, "array files must end in .npz")
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
     try:
         with open(tmp, "wb") as f:
@@ -136,7 +158,7 @@ def write_clip(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 _READ_ERRORS = (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, KeyError)
@@ -151,11 +173,25 @@ def read_clip(
     Raises ``ClipError`` naming the file (and the key, when one is at fault) for unreadable or
     corrupted files, missing keys, wrong dtypes, ranks or inconsistent shapes.
     """
+    return read_npz(path, keys, spec=CLIP_ARRAYS, required=REQUIRED_KEYS)
+
+
+def read_npz(
+    path: str | os.PathLike[str],
+    keys: Iterable[str] | None = None,
+    *,
+    spec: ArraySpec,
+    required: Iterable[str],
+) -> dict[str, np.ndarray]:
+    """``read_clip`` for any array spec: load with ``allow_pickle=False``, then
+    ``check_contract(..., spec=spec)``. Without ``keys`` the file may hold only keys of ``spec``
+    and must hold all of ``required``; with ``keys`` just those are loaded (each must exist)."""
     path = Path(path)
+    required = tuple(required)
     wanted = None if keys is None else list(dict.fromkeys(keys))
     for key in wanted or ():
-        if key not in CLIP_ARRAYS:
-            raise ClipError(path, key, f"unknown key (allowed: {sorted(CLIP_ARRAYS)})")
+        if key not in spec:
+            raise ClipError(path, key, f"unknown key (allowed: {sorted(spec)})")
     try:
         npz = np.load(path, allow_pickle=False)
     except FileNotFoundError:
@@ -168,10 +204,10 @@ def read_clip(
         present = [f for f in npz.files]
         if wanted is None:
             for key in present:
-                if key not in CLIP_ARRAYS:
+                if key not in spec:
                     raise ClipError(path, key, "unknown key in file")
-            wanted = [k for k in CLIP_ARRAYS if k in present]
-            require = REQUIRED_KEYS
+            wanted = [k for k in spec if k in present]
+            require = required
         else:
             require = wanted
         for key in require:
@@ -185,7 +221,7 @@ def read_clip(
                 raise ClipError(
                     path, key, f"cannot read array ({type(e).__name__}: {e})"
                 ) from e
-    check_contract(out, path, require=require)
+    check_contract(out, path, require=require, spec=spec)
     return out
 
 

@@ -31,6 +31,8 @@ class SceneConfig:
     player: bool = False             # a collidable walker body for first-person rigs
     physics_substeps: int = 3        # physics steps per rendered frame (90 Hz at 30 FPS)
     spawn_pool: int = 0              # parked spare bodies for interactive spawning (0 = none)
+    spell_pool: int = 0              # parked glowing orbs for the game's spells (0 = none)
+    weapon: bool = False             # a parked blade for the game's attack swing
 
 
 @dataclass
@@ -54,6 +56,8 @@ class Scene:
     instances: dict[int, str] = field(default_factory=dict)  # instance id -> description
     initial_velocities: list[tuple[str, np.ndarray]] = field(default_factory=list)  # body -> 6-d
     pool: list[str] = field(default_factory=list)   # parked spare bodies (SceneConfig.spawn_pool)
+    spells: list[str] = field(default_factory=list)  # parked spell orbs (SceneConfig.spell_pool)
+    weapon: str | None = None                        # the parked blade (SceneConfig.weapon)
 
 
 def _fmt(values) -> str:
@@ -244,6 +248,7 @@ def generate_scene(seed: int, config: SceneConfig | None = None) -> Scene:
         )
 
     pool = _spawn_pool(b, seed, cfg.spawn_pool)
+    spells, weapon = _game_bodies(b, cfg.spell_pool, cfg.weapon, start=len(pool))
 
     dt = 1.0 / (30.0 * cfg.physics_substeps)
     asset = ""
@@ -256,7 +261,8 @@ def generate_scene(seed: int, config: SceneConfig | None = None) -> Scene:
         f"{asset}<worldbody>" + "".join(b.static_xml) + mocap_xml + player_xml
         + "".join(b.body_xml) + "</worldbody></mujoco>"
     )
-    return Scene(seed, cfg, xml, b.geoms, heights, hsize, b.instances, b.initial_velocities, pool)
+    return Scene(seed, cfg, xml, b.geoms, heights, hsize, b.instances, b.initial_velocities, pool,
+                 spells, weapon)
 
 
 PARK_DEPTH = -500.0   # parked pool bodies sit here: beyond the rasterizer's far plane, touching nothing
@@ -284,3 +290,23 @@ def _spawn_pool(b: _Builder, seed: int, count: int) -> list[str]:
                           f'<freejoint name="{name}_free"/>{g}</body>')
         names.append(name)
     return names
+
+
+def _game_bodies(b: _Builder, spells: int, weapon: bool, start: int) -> tuple[list[str], str | None]:
+    """The game mode's parked bodies, after the spawn pool (so, as with the pool, scenes without
+    them are unchanged): ``spells`` glowing orbs (lava, emissive) and a steel blade. They are
+    fixed shapes, no random draws."""
+    names = []
+    for k in range(spells):
+        g = b.geom("sphere", (0.14,), "lava", b.instance(f"spell orb {k}"), extra='density="300"')
+        name = f"spell{k}"
+        b.body_xml.append(f'<body name="{name}" pos="{_fmt((3.0 * (start + k), 3.0, PARK_DEPTH))}" '
+                          f'gravcomp="1"><freejoint name="{name}_free"/>{g}</body>')
+        names.append(name)
+    blade = None
+    if weapon:
+        g = b.geom("box", (0.035, 0.035, 0.5), "steel", b.instance("blade"), extra='density="2000"')
+        blade = "blade"
+        b.body_xml.append(f'<body name="{blade}" pos="{_fmt((3.0 * start, 6.0, PARK_DEPTH))}" '
+                          f'gravcomp="1"><freejoint name="{blade}_free"/>{g}</body>')
+    return names, blade

@@ -37,9 +37,11 @@ ONNX_TOLERANCE = 1e-3          # max abs difference to torch on latents and [0, 
 
 
 class _FrameNet(nn.Module):
-    def __init__(self, student: Student, encoder: TinyGBufferEncoder):
+    """``encoder`` None: ``x`` already is the conditioning latent (the world model's anchor)."""
+
+    def __init__(self, student: Student, encoder: TinyGBufferEncoder | None):
         super().__init__()
-        self.student, self.encoder = student, encoder
+        self.student, self.encoder = student, encoder if encoder is not None else nn.Identity()
 
     def forward(self, x, context, valid):
         g = self.encoder(x)
@@ -71,7 +73,7 @@ class TorchBackend:
     only frame size it accepts (None: any)."""
     name = "torch"
 
-    def __init__(self, student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder,
+    def __init__(self, student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder,
                  channels_last: bool = False, bf16: bool = False, size: int | None = None):
         self.nets = {"frame": _FrameNet(student, encoder).eval(), "step": _StepNet(student).eval(),
                      "decode": _DecodeNet(decoder).eval()}
@@ -124,11 +126,14 @@ class FullCodecBackend:
         return self.autoencoder.decode(z), previous
 
 
-def example_inputs(student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder, size: int):
-    """Zero tensors with the shapes of one frame at ``size`` x ``size`` (batch 1)."""
+def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int):
+    """Zero tensors with the shapes of one frame at ``size`` x ``size`` (batch 1). Without a
+    G-buffer encoder the frame graph takes the conditioning latent (1, G, size/8, size/8)."""
     c = student.config
     h = size // 8
-    return {"frame": (torch.zeros(1, GBUFFER_INPUT_CHANNELS, size, size), torch.zeros(1, c.context, c.latent_channels, h, h),
+    x = (torch.zeros(1, GBUFFER_INPUT_CHANNELS, size, size) if encoder is not None
+         else torch.zeros(1, c.gbuffer_channels, h, h))
+    return {"frame": (x, torch.zeros(1, c.context, c.latent_channels, h, h),
                       torch.zeros(1, c.context, 1, h, h)),
             "step": (torch.zeros(1, c.latent_channels, h, h), torch.full((1,), 0.5), torch.full((1,), 0.75),
                      torch.zeros(1, c.text_dim), torch.zeros(1, c.widths[0], h, h)),
@@ -140,7 +145,7 @@ NAMES = {"frame": (["x", "context", "valid"], ["g", "features"]),
          "decode": (["z", "previous"], ["rgb", "state"])}
 
 
-def export_onnx(student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder, folder: str | os.PathLike,
+def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, folder: str | os.PathLike,
                 size: int = 128) -> Path:
     """Write ``frame.onnx``, ``step.onnx`` and ``decode.onnx`` for frames of ``size`` x ``size``
     into ``folder`` (each written to a temporary name, then renamed)."""
@@ -186,7 +191,7 @@ class OnnxBackend:
         self.state_channels = self.sessions["decode"].get_inputs()[1].shape[1]
 
     @classmethod
-    def from_modules(cls, student: Student, encoder: TinyGBufferEncoder, decoder: TinyDecoder, size: int,
+    def from_modules(cls, student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
                      folder: str | os.PathLike | None = None, threads: int | None = None) -> "OnnxBackend":
         """Export the graphs for ``size`` (into a temporary folder unless ``folder``) and load them."""
         if folder is None:

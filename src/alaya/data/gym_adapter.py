@@ -1,0 +1,215 @@
+"""Recording any Gymnasium environment with an RGB render as world-model episodes.
+
+::
+
+    from alaya.data.gym_adapter import record_gym
+    paths = record_gym("CartPole-v1", "data/cartpole", episodes=16, max_steps=200, size=64)
+
+Each episode resets the environment with seed ``seed + i`` and plays ``policy(obs, rng)`` (by
+default uniform random actions from a generator seeded the same way), so a recording replays
+exactly. Frame 0 is the reset observation (action row zero, ``env_action`` zero, reward 0);
+frame t is the render after step t, with ``actions[t] = action_map(env_action)``, the raw
+``env_action`` flattened to float32, and the step's ``reward``. An episode ends when the
+environment terminates or truncates, or after ``max_steps`` steps (at most ``max_steps + 1``
+frames).
+
+Renders (``render_mode="rgb_array"``) are centre-cropped to a square and area-resized (PIL
+``BOX``) to ``size`` x ``size`` (``recorder.fit_frame``).
+
+``action_map`` turns the environment's action into a row of ``alaya.data.actions``;
+``ACTION_MAPS`` holds maps for a few classic environments. Without one, a ``Box`` space of up to
+4 dimensions maps onto the navigation columns (forward, strafe, turn, pitch in that order) after
+rescaling its bounds to [-1, 1] (unbounded dimensions are clipped); a discrete space has no
+meaningful default, and ``record_gym`` refuses it, naming the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from tqdm import tqdm
+
+from alaya.data.actions import ACTION_DIM, NAVIGATION, action_vector
+from alaya.data.recorder import EpisodeRecorder, RecordError, fit_frame
+
+ActionMap = Callable[[Any], np.ndarray]
+Policy = Callable[[Any, np.random.Generator], Any]
+
+
+class DiscreteActionMap:
+    """A discrete environment action -> a fixed action row."""
+
+    def __init__(self, rows: Mapping[int, np.ndarray], name: str) -> None:
+        self.rows = {int(k): np.asarray(v, np.float32) for k, v in rows.items()}
+        self.__name__ = name
+
+    def __call__(self, env_action: Any) -> np.ndarray:
+        key = int(np.asarray(env_action).reshape(-1)[0])
+        if key not in self.rows:
+            raise RecordError(f"action map {self.__name__}: no row for action {key} "
+                              f"(known: {sorted(self.rows)})")
+        return self.rows[key]
+
+
+class BoxNavigationMap:
+    """A ``Box`` of k <= 4 dims -> navigation columns forward, strafe, turn, pitch (the first k),
+    each rescaled from its bounds to [-1, 1] when bounded, clipped to [-1, 1]."""
+
+    def __init__(self, space: spaces.Box, columns: tuple[str, ...] = NAVIGATION,
+                 signs: tuple[float, ...] | None = None) -> None:
+        k = int(np.prod(space.shape))
+        if k > len(columns):
+            raise RecordError(f"a Box action space of {k} dims has no default map onto the "
+                              f"{len(columns)} columns {columns}; pass action_map=")
+        self.index = [NAVIGATION.index(c) for c in columns[:k]]
+        self.signs = np.ones(k) if signs is None else np.asarray(signs[:k], np.float64)
+        low, high = space.low.reshape(-1).astype(np.float64), space.high.reshape(-1).astype(np.float64)
+        bounded = np.isfinite(low) & np.isfinite(high) & (high > low)
+        self.centre = np.where(bounded, (low + high) / 2, 0.0)
+        self.half = np.where(bounded, (high - low) / 2, 1.0)
+        self.__name__ = f"box->{','.join(columns[:k])}"
+
+    def __call__(self, env_action: Any) -> np.ndarray:
+        a = np.asarray(env_action, np.float64).reshape(-1)
+        row = np.zeros(ACTION_DIM, np.float32)
+        row[self.index] = np.clip(self.signs * (a - self.centre) / self.half, -1.0, 1.0)
+        return row
+
+
+def _car_racing(env_action: Any) -> np.ndarray:
+    """CarRacing: steer (+ right) -> turn (+ left), so turn = -steer; forward = gas - brake."""
+    steer, gas, brake = (float(v) for v in np.asarray(env_action, np.float64).reshape(-1)[:3])
+    return action_vector(forward=float(np.clip(gas - brake, -1, 1)),
+                         turn=float(np.clip(-steer, -1, 1)))
+
+
+_STILL = action_vector()
+_LEFT, _RIGHT = action_vector(strafe=-1.0), action_vector(strafe=1.0)
+_CW, _CCW = action_vector(turn=-1.0), action_vector(turn=1.0)
+
+# Known environments: push the cart / car left or right -> strafe; torque on a joint -> turn
+# (+ = counter-clockwise, like + turn = left).
+ACTION_MAPS: dict[str, ActionMap] = {
+    "CartPole-v0": DiscreteActionMap({0: _LEFT, 1: _RIGHT}, "cartpole"),
+    "CartPole-v1": DiscreteActionMap({0: _LEFT, 1: _RIGHT}, "cartpole"),
+    "MountainCar-v0": DiscreteActionMap({0: _LEFT, 1: _STILL, 2: _RIGHT}, "mountaincar"),
+    "Acrobot-v1": DiscreteActionMap({0: _CW, 1: _STILL, 2: _CCW}, "acrobot"),
+    "MountainCarContinuous-v0": BoxNavigationMap(
+        spaces.Box(-1.0, 1.0, (1,), np.float32), columns=("strafe",)),
+    "Pendulum-v1": BoxNavigationMap(spaces.Box(-2.0, 2.0, (1,), np.float32), columns=("turn",)),
+    "CarRacing-v3": _car_racing,
+}
+
+
+def uniform_policy(space: spaces.Space) -> Policy:
+    """Uniformly random actions drawn from the episode's ``rng`` (Discrete, bounded Box,
+    MultiBinary, MultiDiscrete); ``obs`` is ignored."""
+    if isinstance(space, spaces.Discrete):
+        def draw(rng): return int(space.start + rng.integers(space.n))
+    elif isinstance(space, spaces.Box) and space.is_bounded("both"):
+        def draw(rng): return rng.uniform(space.low, space.high).astype(space.dtype)
+    elif isinstance(space, spaces.MultiBinary):
+        def draw(rng): return rng.integers(0, 2, space.shape).astype(space.dtype)
+    elif isinstance(space, spaces.MultiDiscrete):
+        def draw(rng): return (space.start + rng.integers(0, space.nvec)).astype(space.dtype)
+    else:
+        raise RecordError(f"no default policy for action space {space}; pass policy=")
+
+    def uniform(obs: Any, rng: np.random.Generator) -> Any:
+        return draw(rng)
+    return uniform
+
+
+def _default_map(space: spaces.Space, env_id: str) -> ActionMap:
+    if env_id in ACTION_MAPS:
+        return ACTION_MAPS[env_id]
+    if isinstance(space, spaces.Box):
+        return BoxNavigationMap(space)
+    raise RecordError(f"environment {env_id!r} has a {space} action space and no entry in "
+                      f"ACTION_MAPS; pass action_map= (env action -> ({ACTION_DIM},) row)")
+
+
+def _env_action_width(space: spaces.Space, env_id: str) -> int:
+    if isinstance(space, spaces.Discrete):
+        return 1
+    if isinstance(space, (spaces.Box, spaces.MultiBinary, spaces.MultiDiscrete)):
+        return int(np.prod(space.shape))
+    raise RecordError(f"environment {env_id!r}: cannot store raw actions of space {space}")
+
+
+def _open_env(env_or_id: str | gym.Env) -> tuple[gym.Env, str, bool]:
+    if isinstance(env_or_id, str):
+        return gym.make(env_or_id, render_mode="rgb_array"), env_or_id, True
+    env = env_or_id
+    env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+    if env.render_mode != "rgb_array":
+        raise RecordError(f"environment {env_id!r} has render_mode={env.render_mode!r}; "
+                          f"create it with render_mode='rgb_array'")
+    return env, env_id, False
+
+
+def _render(env: gym.Env, env_id: str, size: int) -> np.ndarray:
+    frame = env.render()
+    if not isinstance(frame, np.ndarray) or frame.ndim != 3:
+        raise RecordError(f"environment {env_id!r}: render() returned "
+                          f"{getattr(frame, 'shape', type(frame).__name__)}, not an RGB image")
+    return fit_frame(frame, (size, size))[None]                       # (1, size, size, 3)
+
+
+def record_gym(env_or_id: str | gym.Env, root: str | os.PathLike[str], episodes: int = 4,
+               max_steps: int = 200, size: int = 64, seed: int = 0, policy: Policy | None = None,
+               action_map: ActionMap | None = None, style: str = "gym",
+               prompts: list[str] | None = None, progress: bool = True) -> list[Path]:
+    """Record ``episodes`` episodes of an environment (an id, made with
+    ``render_mode="rgb_array"``, or an env made that way) into the episodes folder ``root``.
+
+    Episode i is ``<env id>-seed<seed + i>`` with split from its seed. ``prompts`` are the
+    style's phrasings (default: "the <env id> environment"). Returns the episode paths.
+    """
+    for name, value in (("episodes", episodes), ("max_steps", max_steps), ("size", size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise RecordError(f"record_gym: {name} must be a positive integer, got {value!r}")
+    env, env_id, owned = _open_env(env_or_id)
+    try:
+        space = env.action_space
+        action_map = action_map or _default_map(space, env_id)
+        policy = policy or uniform_policy(space)
+        width = _env_action_width(space, env_id)
+        recorder = EpisodeRecorder(
+            root, styles={style: prompts or [f"the {env_id} environment"]},
+            fps=float(env.metadata.get("render_fps") or 30.0), source=f"gymnasium:{env_id}",
+            generator={"env_id": env_id, "gymnasium": gym.__version__, "episodes": episodes,
+                       "max_steps": max_steps, "seed": seed,
+                       "policy": getattr(policy, "__name__", type(policy).__name__),
+                       "action_map": getattr(action_map, "__name__", type(action_map).__name__),
+                       "resize": "centre-crop to square, PIL BOX"},
+            size=size)
+        slug = re.sub(r"[^A-Za-z0-9_.-]", "_", env_id)
+        paths = []
+        for i in tqdm(range(episodes), desc=f"recording {env_id}", unit="ep", disable=not progress):
+            ep_seed = seed + i
+            obs, _ = env.reset(seed=ep_seed)
+            rng = np.random.default_rng(ep_seed)
+            with recorder.begin(f"{slug}-seed{ep_seed}", seed=ep_seed) as ep:
+                ep.add(_render(env, env_id, size), None, reward=0.0,
+                       env_action=np.zeros(width, np.float32))
+                for _ in range(max_steps):
+                    env_action = policy(obs, rng)
+                    row = action_map(env_action)
+                    obs, reward, terminated, truncated, _ = env.step(env_action)
+                    ep.add(_render(env, env_id, size), row, reward=float(reward),
+                           env_action=np.asarray(env_action, np.float32).reshape(-1))
+                    if terminated or truncated:
+                        break
+            paths.append(ep.path)
+        return paths
+    finally:
+        if owned:
+            env.close()

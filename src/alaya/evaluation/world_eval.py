@@ -1,0 +1,396 @@
+"""``alaya eval world``: a world model (a game without an engine) on held-out gameplay episodes.
+
+A session follows the world-session protocol (``alaya.runtime.world_session``)::
+
+    session.reset(frame, prompt)      # uint8 (H, W, 3): start from a real frame, in a style
+    frame = session.step(action)      # float32 (8,) action row -> the next uint8 (H, W, 3)
+    session.size                      # H == W
+
+``make_session`` is called once; every rollout starts with ``reset``. Episodes are resized to
+``session.size``. For the first ``episodes`` episodes and each of their styles, ``windows``
+start indices are drawn (seeded):
+
+- **replay**: from real frame t0, the episode's true actions t0+1..t0+H; generated frame k is
+  compared with real frame t0+k (``psnr_step{k}``, ``ssim_step{k}``); the copy-the-last-frame
+  baseline compares real frame t0 with real frame t0+k (``baseline_psnr_step{k}``);
+- **shuffled actions**: the same start frame with H action rows from a random other part of the
+  held-out data (another episode when there are several); ``delta_psnr_actions`` is the mean
+  PSNR over the horizon with true minus with shuffled actions (0 for a model that ignores them);
+- **inverse dynamics**: the IDM's balanced accuracy (``alaya.evaluation.inverse_dynamics``) on
+  (generated k-1, generated k) pairs (generated 0 = the real start) and on the real pairs, both
+  against the true actions; ``idm_ratio`` = generated / real.
+
+Then a **long rollout** of ``rollout_frames`` scripted player actions from one real frame
+(brightness, sharpness and mean colour per frame; their drift from the first to the last
+``rollout_window`` frames), and **out-and-back loops** (turn left N frames then right N frames;
+forward N then backward N): PSNR of the return frame and of the turning-point frame against the
+start. A consistent world comes back to where it started.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ONE_SHOT, check_actions
+from alaya.evaluation import metrics as M
+from alaya.evaluation.inverse_dynamics import (InverseDynamics, accuracy, check_episode, load_episode,
+                                               resize_frames)
+
+
+class WorldSession(Protocol):
+    size: int
+
+    def reset(self, frame: np.ndarray, prompt: str) -> None: ...
+
+    def step(self, action: np.ndarray) -> np.ndarray: ...
+
+
+@dataclass
+class WorldEvalConfig:
+    horizon: int = 16
+    episodes: int = 8                 # first n held-out episodes
+    windows: int = 4                  # start indices per episode and style
+    styles: tuple[str, ...] | None = None   # None: every style of the episodes
+    split: str = "test"               # when ``episodes`` is a dataset
+    rollout_frames: int = 3000
+    rollout_window: int = 300         # first / last frames compared in the long rollout
+    loop_frames: int = 16             # N: out for N frames, back for N
+    loops: int = 4                    # start frames per loop kind
+    samples: int = 3                  # episodes in the contact sheet
+    gif_frames: int = 200
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("horizon", "episodes", "windows", "rollout_frames", "rollout_window", "loop_frames", "loops"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"WorldEvalConfig.{name} must be >= 1, got {getattr(self, name)}")
+
+
+# --- pure metric helpers ----------------------------------------------------------------------
+
+def frame_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
+    """Per frame of uint8 (N, H, W, 3): ``brightness`` (N,) mean luma in [0, 1], ``sharpness``
+    (N,) variance of the 4-neighbour Laplacian of luma, ``colour`` (N, 3) mean RGB in [0, 1]."""
+    x = M.frames_to_tensor(frames)
+    y = M.luminance(x)
+    k = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]]).view(1, 1, 3, 3)
+    lap = F.conv2d(F.pad(y, (1, 1, 1, 1), mode="replicate"), k)
+    return {"brightness": y.mean((1, 2, 3)).numpy(), "sharpness": lap.flatten(1).var(1).numpy(),
+            "colour": x.mean((2, 3)).numpy()}
+
+
+def late_early_ratio(series: np.ndarray, window: int) -> float:
+    """Mean of the last ``window`` values over the mean of the first ``window``."""
+    early, late = float(np.mean(series[:window])), float(np.mean(series[-window:]))
+    return late / early if early > 0 else (1.0 if late == 0 else float("inf"))
+
+
+def colour_drift(colour: np.ndarray, window: int) -> float:
+    """Euclidean distance (RGB, [0, 1] units) between the mean colours of the last and the first
+    ``window`` frames of (N, 3) per-frame mean colours."""
+    return float(np.linalg.norm(colour[-window:].mean(0) - colour[:window].mean(0)))
+
+
+def psnr_frames(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N,) PSNR of uint8 (N, H, W, 3) frames (``metrics.psnr``: identical frames give 100)."""
+    return M.psnr(M.frames_to_tensor(a), M.frames_to_tensor(b)).numpy()
+
+
+def ssim_frames(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N,) SSIM of uint8 (N, H, W, 3) frames."""
+    return M.ssim(M.frames_to_tensor(a), M.frames_to_tensor(b)).numpy()
+
+
+def scripted_actions(n: int, seed: int = 0) -> np.ndarray:
+    """(n, 8) actions like a player's: navigation held for 8–60 frames at a time (mostly walking
+    forward, sometimes strafing, turning or looking up and down, sometimes standing), one-shot
+    actions on about 3% of the frames."""
+    rng = np.random.default_rng(seed)
+    out = np.zeros((n, ACTION_DIM), np.float32)
+    t = 0
+    while t < n:
+        d = int(rng.integers(8, 61))
+        nav = np.zeros(len(NAVIGATION), np.float32)
+        if rng.random() < 0.85:
+            nav[0] = rng.choice([1.0, 1.0, 0.5, -0.5])
+            nav[1] = rng.choice([0.0, 0.0, 0.0, 1.0, -1.0])
+            nav[2] = rng.choice([0.0, 0.0, 0.0, 0.5, -0.5, 1.0, -1.0])
+            nav[3] = rng.choice([0.0] * 8 + [0.5, -0.5])
+        out[t:t + d, :len(NAVIGATION)] = nav
+        t += d
+    shots = np.flatnonzero(rng.random(n) < 0.03)
+    out[shots, len(NAVIGATION) + rng.integers(len(ONE_SHOT), size=len(shots))] = 1.0
+    return check_actions(out)
+
+
+def loop_actions(n: int, kind: str) -> np.ndarray:
+    """(2n, 8): ``turn`` = turn left (turn=1) n frames, then right n frames; ``move`` = forward n
+    frames, then backward n frames."""
+    column = {"turn": "turn", "move": "forward"}.get(kind)
+    if column is None:
+        raise ValueError(f"loop kind must be 'turn' or 'move', got {kind!r}")
+    out = np.zeros((2 * n, ACTION_DIM), np.float32)
+    out[:n, ACTION_COLUMNS.index(column)] = 1.0
+    out[n:, ACTION_COLUMNS.index(column)] = -1.0
+    return out
+
+
+# --- driving a session ------------------------------------------------------------------------
+
+def session_size(session) -> int:
+    size = getattr(session, "size", None)
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+        raise ValueError(f"session.size must be a positive int (H == W), got {size!r}")
+    return int(size)
+
+
+class _Driver:
+    """Runs a session over action rows, checks every frame it returns, times ``step``."""
+
+    def __init__(self, session, size: int):
+        self.session, self.size = session, size
+        self.seconds, self.steps = 0.0, 0
+
+    def stream(self, frame: np.ndarray, prompt: str, actions: np.ndarray):
+        self.session.reset(frame, prompt)
+        for k, row in enumerate(actions):
+            t0 = time.perf_counter()
+            out = self.session.step(np.ascontiguousarray(row, dtype=np.float32))
+            self.seconds += time.perf_counter() - t0
+            self.steps += 1
+            yield self.check(out, k + 1)
+
+    def rollout(self, frame: np.ndarray, prompt: str, actions: np.ndarray) -> np.ndarray:
+        """uint8 (len(actions), H, W, 3): the frames after each action row."""
+        return np.stack(list(self.stream(frame, prompt, actions)))
+
+    def check(self, out, step: int) -> np.ndarray:
+        shape = (self.size, self.size, 3)
+        if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != shape:
+            got = f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__
+            raise ValueError(f"session.step returned {got} at step {step}; expected a uint8 numpy array "
+                             f"of shape {shape} (session.size = {self.size})")
+        return out
+
+
+# --- the evaluation ---------------------------------------------------------------------------
+
+def load_episodes(episodes, n: int, split: str, size: int) -> list[tuple[str, dict]]:
+    """(name, checked episode resized to ``size``) for the first ``n`` of: npz paths, episode
+    dicts, or a dataset with ``ids(split)`` / ``load(id)``."""
+    if hasattr(episodes, "ids") and hasattr(episodes, "load"):
+        items = [(str(i), lambda i=i: episodes.load(i)) for i in episodes.ids(split)[:n]]
+    else:
+        items = [(f"episode {j}", lambda e=e: e) if isinstance(e, Mapping) else
+                 (Path(e).stem, lambda e=e: load_episode(e)) for j, e in enumerate(list(episodes)[:n])]
+    if not items:
+        raise ValueError(f"episodes: none to evaluate (split '{split}')" if hasattr(episodes, "ids")
+                         else "episodes: empty")
+    out = []
+    for name, load in items:
+        ep = check_episode(load(), name)
+        out.append((name, {**ep, "rgb": resize_frames(ep["rgb"], size)}))
+    return out
+
+
+def _prompt(style: str, index: int, prompts: Mapping[str, Sequence[str]] | None) -> str:
+    if prompts is None:
+        return style
+    if not prompts.get(style):
+        raise ValueError(f"prompts: no prompt for style {style!r} (have {sorted(prompts)})")
+    return prompts[style][index % len(prompts[style])]
+
+
+def _windows(eps: list[tuple[str, dict]], cfg: WorldEvalConfig, rng: np.random.Generator):
+    """(episode, style index, t0, shuffled action rows (H, 8)) per replay window."""
+    H = cfg.horizon
+    for name, ep in eps:
+        T = ep["rgb"].shape[1]
+        if T < H + 1:
+            raise ValueError(f"{name}: 'rgb' has {T} frames; WorldEvalConfig.horizon = {H} needs >= {H + 1}")
+    out = []
+    for i, (name, ep) in enumerate(eps):
+        styles = [s for s in range(len(ep["styles"])) if cfg.styles is None or ep["styles"][s] in cfg.styles]
+        for s in styles:
+            for _ in range(cfg.windows):
+                t0 = int(rng.integers(0, ep["rgb"].shape[1] - H))
+                out.append((i, s, t0, _shuffled(eps, i, t0, H, rng)))
+    if not out:
+        raise ValueError(f"WorldEvalConfig.styles {cfg.styles} matches no style of the episodes")
+    return out
+
+
+def _shuffled(eps, i: int, t0: int, H: int, rng: np.random.Generator) -> np.ndarray:
+    """H action rows from another episode, or from a part of episode ``i`` away from t0."""
+    if len(eps) > 1:
+        j = int(rng.choice([j for j in range(len(eps)) if j != i]))
+        t1 = int(rng.integers(0, eps[j][1]["rgb"].shape[1] - H))
+    else:
+        j, n = i, eps[i][1]["rgb"].shape[1] - H
+        far = [t for t in range(n) if abs(t - t0) >= H] or [t for t in range(n) if t != t0]
+        if not far:
+            raise ValueError(f"{eps[i][0]}: too short to shuffle actions with one episode "
+                             f"(needs > {H + 1} frames, or a second episode)")
+        t1 = int(rng.choice(far))
+    return eps[j][1]["actions"][t1 + 1:t1 + 1 + H]
+
+
+def evaluate_world(make_session: Callable[[], WorldSession], episodes, idm: InverseDynamics | None = None,
+                   config: WorldEvalConfig | None = None, prompts: Mapping[str, Sequence[str]] | None = None,
+                   progress: bool = True) -> dict:
+    """Every metric of the module docstring: flat keys overall, ``per_style``, ``rows`` (one per
+    replay window), and frames for the report (``samples``, ``loop_samples``, ``rollout_head``,
+    ``rollout_series``; ``public_json`` drops the frames). ``prompts``: {style: [prompts]} (the
+    dataset's), episode i uses prompt i mod n; default: the style name. ``idm`` None skips the
+    IDM metrics."""
+    cfg = config or WorldEvalConfig()
+    session = make_session()
+    size = session_size(session)
+    drive = _Driver(session, size)
+    eps = load_episodes(episodes, cfg.episodes, cfg.split, size)
+    rng = np.random.default_rng(cfg.seed)
+    windows = _windows(eps, cfg, rng)
+    H, n_loop = cfg.horizon, 2 * cfg.loop_frames
+    bar = tqdm(total=len(windows) * 2 * H + cfg.rollout_frames + 2 * cfg.loops * n_loop, desc="eval world",
+               disable=not progress, dynamic_ncols=True, unit="frame")
+    rows, samples, pairs = [], [], []
+    for i, s, t0, shuffled in windows:
+        name, ep = eps[i]
+        real, actions = ep["rgb"][s, t0:t0 + H + 1], ep["actions"][t0 + 1:t0 + H + 1]
+        prompt = _prompt(str(ep["styles"][s]), i, prompts)
+        gen = drive.rollout(real[0], prompt, actions)
+        gen_shuffled = drive.rollout(real[0], prompt, shuffled)
+        bar.update(2 * H)
+        rows.append({"episode": name, "style": str(ep["styles"][s]), "t0": t0,
+                     "psnr": psnr_frames(gen, real[1:]), "ssim": ssim_frames(gen, real[1:]),
+                     "baseline_psnr": psnr_frames(np.repeat(real[:1], H, 0), real[1:]),
+                     "psnr_shuffled": psnr_frames(gen_shuffled, real[1:])})
+        pairs.append((real, np.concatenate([real[:1], gen]), actions))
+        if len(samples) < cfg.samples and all(x["episode"] != name for x in samples):
+            samples.append({"episode": name, "style": rows[-1]["style"], "t0": t0, "real": real,
+                            "generated": gen})
+    result = _replay_metrics(rows, H)
+    by_style = {}
+    for r, p in zip(rows, pairs):
+        by_style.setdefault(r["style"], ([], []))
+        by_style[r["style"]][0].append(r)
+        by_style[r["style"]][1].append(p)
+    result["per_style"] = {st: _replay_metrics(rs, H, summary=True) for st, (rs, _) in by_style.items()}
+    if idm is not None:
+        result.update(_idm_metrics(idm, pairs))
+        for st, (_, ps) in by_style.items():
+            result["per_style"][st].update(_idm_metrics(idm, ps, detail=False))
+    result.update(_long_rollout(drive, eps, cfg, prompts, bar))
+    result.update(_loops(drive, eps, cfg, prompts, rng, bar))
+    bar.close()
+    result["s_per_frame"] = drive.seconds / max(drive.steps, 1)
+    result["config"] = asdict(cfg)
+    result["episodes"] = [name for name, _ in eps]
+    result["rows"] = [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()} for r in rows]
+    result["samples"] = samples
+    return result
+
+
+def _replay_metrics(rows: list[dict], H: int, summary: bool = False) -> dict:
+    """Per-step means over windows (``psnr_step{k}`` ...) and means over the horizon."""
+    out = {}
+    mean = {k: np.mean([r[k] for r in rows], 0) for k in ("psnr", "ssim", "baseline_psnr", "psnr_shuffled")}
+    steps = (H,) if summary else range(1, H + 1)
+    for k in steps:
+        for key in ("psnr", "ssim", "baseline_psnr", "psnr_shuffled"):
+            out[f"{key}_step{k}"] = float(mean[key][k - 1])
+    for key in mean:
+        out[f"{key}_mean"] = float(mean[key].mean())
+    out["delta_psnr_actions"] = out["psnr_mean"] - out["psnr_shuffled_mean"]
+    out["windows"] = len(rows)
+    return out
+
+
+def _idm_metrics(idm: InverseDynamics, pairs: list[tuple], detail: bool = True) -> dict:
+    """IDM balanced accuracy on real and on generated consecutive pairs, against true actions."""
+    real = np.concatenate([p[0] for p in pairs])
+    gen = np.concatenate([p[1] for p in pairs])
+    first = np.concatenate([np.arange(len(p[0]) - 1) + sum(len(q[0]) for q in pairs[:j])
+                            for j, p in enumerate(pairs)])
+    actions = np.concatenate([p[2] for p in pairs])
+    acc_real = accuracy(idm, real[first], real[first + 1], actions)
+    acc_gen = accuracy(idm, gen[first], gen[first + 1], actions)
+    r, g = acc_real["balanced_accuracy"], acc_gen["balanced_accuracy"]
+    out = {"idm_accuracy_real": r, "idm_accuracy_generated": g, "idm_ratio": g / r if r > 0 else None}
+    if detail:
+        out["idm"] = {"real": acc_real, "generated": acc_gen}
+    return out
+
+
+def _long_rollout(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, bar) -> dict:
+    """Scripted actions from episode 0's first frame (first style); per-frame statistics."""
+    name, ep = eps[0]
+    actions = scripted_actions(cfg.rollout_frames, cfg.seed)
+    stats, head, chunk = [], [], []
+    for frame in drive.stream(ep["rgb"][0, 0], _prompt(str(ep["styles"][0]), 0, prompts), actions):
+        if len(head) < cfg.gif_frames:
+            head.append(frame)
+        chunk.append(frame)
+        if len(chunk) == 100:
+            stats.append(frame_stats(np.stack(chunk)))
+            bar.update(len(chunk))
+            chunk = []
+    if chunk:
+        stats.append(frame_stats(np.stack(chunk)))
+        bar.update(len(chunk))
+    series = {k: np.concatenate([s[k] for s in stats]) for k in stats[0]}
+    w = min(cfg.rollout_window, max(1, cfg.rollout_frames // 2))
+    return {"late_early_sharpness_ratio": late_early_ratio(series["sharpness"], w),
+            "late_early_brightness_ratio": late_early_ratio(series["brightness"], w),
+            "colour_drift": colour_drift(series["colour"], w), "rollout_window_used": w,
+            "rollout_head": np.stack(head),
+            "rollout_series": {k: v.tolist() for k, v in series.items()}}
+
+
+def _loops(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, rng: np.random.Generator, bar) -> dict:
+    """Out-and-back loops from ``loops`` real frames: PSNR vs the start at the turning point and
+    at the return, per kind (``turn``, ``move``)."""
+    out, samples = {}, {}
+    starts = []
+    for j in range(cfg.loops):
+        i = j % len(eps)
+        name, ep = eps[i]
+        s = int(rng.integers(len(ep["styles"])))
+        starts.append((ep["rgb"][s, int(rng.integers(ep["rgb"].shape[1]))], _prompt(str(ep["styles"][s]), i, prompts)))
+    for kind in ("turn", "move"):
+        actions = loop_actions(cfg.loop_frames, kind)
+        turn, back = [], []
+        for j, (frame, prompt) in enumerate(starts):
+            gen = drive.rollout(frame, prompt, actions)
+            bar.update(len(actions))
+            turn.append(psnr_frames(gen[cfg.loop_frames - 1:cfg.loop_frames], frame[None])[0])
+            back.append(psnr_frames(gen[-1:], frame[None])[0])
+            if j == 0:
+                samples[kind] = {"start": frame, "turning_point": gen[cfg.loop_frames - 1], "return": gen[-1]}
+        out[f"loop_{kind}_psnr_turn"] = float(np.mean(turn))
+        out[f"loop_{kind}_psnr_return"] = float(np.mean(back))
+    out["loop_samples"] = samples
+    return out
+
+
+FRAME_KEYS = ("samples", "loop_samples", "rollout_head", "rollout_series")
+
+
+def public_json(result: dict) -> dict:
+    """The result without frames and per-frame series (what ``--json`` prints)."""
+    return {k: v for k, v in result.items() if k not in FRAME_KEYS}
+
+
+def load_idm(folder: str | os.PathLike | None) -> InverseDynamics | None:
+    """The IDM of ``folder``, or None (skip the IDM metrics) when ``folder`` is None."""
+    return None if folder is None else InverseDynamics.from_pretrained(folder)

@@ -1,0 +1,97 @@
+"""The world model: causal, action-conditioned next-frame generation in latent space.
+
+No engine at play time. Frame n's RGB latents are generated from
+
+* a bounded context: the ``context`` most recent generated latents (newest first) and one
+  *anchor* latent — the first frame of the session, which keeps the look and the scene's
+  identity over thousands of frames while the recent window carries the motion;
+* the action rows of frames n, n-1, ... (``action_history`` rows, ``alaya.data.actions``);
+* a style prompt embedding (MiniLM, 384-d);
+* the level of Gaussian noise that was added to the context (noise augmentation: trained on
+  corrupted contexts, the model learns to repair its own errors instead of compounding them;
+  at play time a small fixed level is used).
+
+It shares the Flash student's streaming core: the network *is* a :class:`Student`, whose per-frame
+conditioning input (the G-buffer slot) takes the anchor latent, whose context slot takes the
+recent window, and whose prompt vector takes [style embedding, action rows, noise level]. So the
+same few-step sampler (``sample_student``), ONNX export and runtime backends run it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from alaya.data.actions import ACTION_DIM
+from alaya.diffusion.flow import time_grid
+from alaya.models.student import Student, StudentConfig, sample_student
+from alaya.nn.pretrained import from_pretrained, save_pretrained
+
+
+@dataclass
+class WorldModelConfig:
+    latent_channels: int = 32
+    text_dim: int = 384
+    action_dim: int = ACTION_DIM
+    action_history: int = 3          # action rows it sees: frame n's, n-1's, ...
+    context: int = 3                 # recent generated latents it sees
+    widths: tuple[int, ...] = (64, 96)
+    blocks: int = 1
+    emb_dim: int = 192
+    steps: int = 4                   # sampling steps
+    sigma_data: float = 0.75
+    play_context_noise: float = 0.05 # noise level added to the context at play time
+
+    @property
+    def cond_dim(self) -> int:
+        return self.text_dim + self.action_history * self.action_dim + 1
+
+    def core(self) -> StudentConfig:
+        return StudentConfig(latent_channels=self.latent_channels, gbuffer_channels=self.latent_channels,
+                             text_dim=self.cond_dim, widths=tuple(self.widths), blocks=self.blocks,
+                             emb_dim=self.emb_dim, context=self.context, steps=self.steps,
+                             sigma_data=self.sigma_data)
+
+
+class WorldModel(nn.Module):
+    def __init__(self, config: WorldModelConfig | None = None):
+        super().__init__()
+        self.config = config or WorldModelConfig()
+        self.core = Student(self.config.core())
+
+    def pack(self, style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """The core's prompt vector (B, cond_dim) from the style embedding (B, 384), the action
+        rows (B, action_history, 8) (newest first) and the context noise level (B,)."""
+        c = self.config
+        B = style.shape[0]
+        expect = {"style": (B, c.text_dim), "actions": (B, c.action_history, c.action_dim), "noise": (B,)}
+        for name, value in (("style", style), ("actions", actions), ("noise", noise)):
+            if tuple(value.shape) != expect[name]:
+                raise ValueError(f"{name}: expected {expect[name]}, got {tuple(value.shape)}")
+        return torch.cat([style, actions.reshape(B, -1), noise[:, None]], 1)
+
+    def forward(self, z: torch.Tensor, t: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor,
+                valid: torch.Tensor, style: torch.Tensor, actions: torch.Tensor,
+                noise: torch.Tensor) -> torch.Tensor:
+        """Velocity of frame n's noisy latents ``z`` (B, C, h, w) at time ``t`` (B,), given the
+        anchor latent (B, C, h, w), the context (B, K, C, h, w) with validity (B, K, 1, h, w)
+        (zeros before the session's first frame), style, actions and noise level."""
+        cond = self.pack(style, actions, noise)
+        return self.core(z, t, t, anchor, cond, context, valid)
+
+    @torch.no_grad()
+    def sample(self, z: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
+               style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor,
+               steps: int | None = None) -> torch.Tensor:
+        """Frame n's latents from pure noise ``z`` in ``steps`` Euler steps (the core's sampler)."""
+        ts = time_grid(steps or self.config.steps)
+        return sample_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
+
+    def save_pretrained(self, folder, **metadata) -> None:
+        save_pretrained(self, folder, **metadata)
+
+    @classmethod
+    def from_pretrained(cls, folder) -> "WorldModel":
+        return from_pretrained(cls, WorldModelConfig, folder)

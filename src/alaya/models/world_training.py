@@ -1,0 +1,241 @@
+"""World-model training (``alaya train world``): next-frame flow matching on recorded gameplay.
+
+Every gameplay episode is encoded once by the RGB autoencoder (a latent cache beside the data,
+keyed by the codec's hash). A training sample is one frame n of one episode in one style:
+
+* target: frame n's latents, trained by flow matching with the EDM-preconditioned data
+  prediction of the streaming core (loss weighted per latent channel by its pixel-space gain);
+* anchor: an earlier frame of the same episode (the session's first frame at play time, so
+  anything from a moment to thousands of frames ago), or frame n-1's... context at the start;
+* context: frames n-1 ... n-K, invalid before the episode's start, corrupted by Gaussian noise
+  of a random level the model is told (noise augmentation);
+* self-rollout (``rollout > 0``, a later stage): with probability ``rollout_prob`` the newest
+  ``rollout`` context frames are the model's own few-step predictions (no gradient) from the
+  real frames before them, so it learns to continue from what it generates, not only from
+  ground truth;
+* actions: rows n, n-1, ... ; style: an augmented embedding of one of the style's phrasings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+from tqdm import tqdm
+
+from alaya.codecs.autoencoder import Autoencoder
+from alaya.data.episodes import EpisodeDataset
+from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight
+from alaya.models.student import push_context
+from alaya.models.teacher_training import augment_prompt, latent_channel_weights
+from alaya.models.world import WorldModel, WorldModelConfig
+from alaya.nn.pretrained import atomic_save_tensors
+from alaya.text import PromptEncoder
+from alaya.train.loop import TrainConfig, Trainer
+
+
+@dataclass
+class WorldTrainConfig:
+    data: str
+    autoencoder: str = "weights/autoencoder"
+    init: str | None = None              # continue from these world-model weights
+    out: str = "weights/world_model"
+    model: WorldModelConfig = field(default_factory=WorldModelConfig)
+    context_noise: float = 0.3           # noise augmentation: level ~ U(0, this) ...
+    noise_prob: float = 0.8              # ... on this share of samples (the rest: clean context)
+    start_fraction: float = 0.05         # samples at the start of an episode (little context)
+    recent_anchor: float = 0.3           # share of anchors drawn from the last 32 frames
+    rollout: int = 0                     # self-rollout: generated context frames (0 = off)
+    rollout_prob: float = 0.5
+    rollout_steps: int = 2               # sampling steps of the rollout (cheap; no gradient)
+    text_noise: float = 0.5
+    channel_weight_mix: float = 0.5      # per-channel loss weights (see latent_channel_weights)
+    val_batches: int = 4                 # validation: this many fixed held-out batches ...
+    val_batch_size: int = 32             # ... of this size
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/world", batch_size=32,
+                                                                   lr=5e-4, ema=0.999))
+
+
+def _codec_hash(ae: Autoencoder) -> str:
+    h = hashlib.blake2b(digest_size=8)
+    for k, v in sorted(ae.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+@torch.no_grad()
+def encode_episodes(root: str, ae: Autoencoder, progress: bool = True, batch: int = 64) -> Path:
+    """Encode every episode's frames (all styles) into ``root/latents/<codec>/<id>.safetensors``
+    (``rgb`` (S, T, C, h, w) float16), skipping those already there; returns the folder."""
+    ds = EpisodeDataset(root)
+    folder = Path(root) / "latents" / _codec_hash(ae)
+    folder.mkdir(parents=True, exist_ok=True)
+    ae = ae.eval()
+    for eid in tqdm(ds.ids(), desc="encoding episodes", disable=not progress):
+        path = folder / f"{eid}.safetensors"
+        if path.exists():
+            continue
+        rgb = ds.load(eid)["rgb"]
+        S, T = rgb.shape[:2]
+        x = torch.from_numpy(rgb.reshape(S * T, *rgb.shape[2:])).permute(0, 3, 1, 2).float() / 255
+        z = torch.cat([ae.encode(x[i:i + batch]) for i in range(0, len(x), batch)])
+        atomic_save_tensors(path, {"rgb": z.reshape(S, T, *z.shape[1:]).half()})
+    return folder
+
+
+class LatentEpisodes:
+    """One split's episodes in memory: latents (N, S, T, C, h, w) float16, actions (N, T, 8),
+    and each style's phrasing embeddings."""
+
+    def __init__(self, root: str, folder: Path, split: str, encoder: PromptEncoder):
+        ds = EpisodeDataset(root)
+        ids = ds.ids(split)
+        if not ids:
+            raise ValueError(f"{root}: no episodes in split {split!r}")
+        lat, acts, styles = [], [], None
+        for eid in ids:
+            ep = ds.load(eid)
+            names = [str(s) for s in ep["styles"]]
+            if styles is None:
+                styles = names
+            elif names != styles:
+                raise ValueError(f"{ds.path(eid)}: key 'styles' is {names}, other episodes have {styles}")
+            lat.append(load_file(str(folder / f"{eid}.safetensors"))["rgb"])
+            acts.append(torch.from_numpy(ep["actions"]))
+        lengths = {x.shape[1] for x in lat}
+        T = min(lengths)
+        self.latents = torch.stack([x[:, :T] for x in lat])
+        self.actions = torch.stack([a[:T] for a in acts])
+        self.styles = styles
+        self.phrasings = [encoder.encode(list(ds.meta.styles[s])) for s in styles]
+        self.ids = ids
+
+    def sample(self, size: int, seed: int, index: int, text_noise: float):
+        n, s, T = self.latents.shape[:3]
+        rng = np.random.default_rng([seed, index])
+        e, st = rng.integers(n, size=size), rng.integers(s, size=size)
+        return rng, e, st, T
+
+
+def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, T: int):
+    """Target frames, anchors, clean context (B, K, ...), validity, action rows and style
+    vectors for episodes ``e`` in styles ``st``."""
+    m = cfg.model
+    B = len(e)
+    K, A = m.context, m.action_history
+    start = rng.random(B) < cfg.start_fraction
+    n = np.where(start, rng.integers(1, K + 1, size=B), rng.integers(1, T, size=B))
+    recent = rng.random(B) < cfg.recent_anchor
+    anchor_idx = np.where(recent, np.maximum(n - rng.integers(1, 33, size=B), 0),
+                          (rng.random(B) * n).astype(int))
+    anchor_idx = np.where(start, 0, anchor_idx)
+    lat = data.latents
+    x = lat[e, st, n].float()
+    anchor = lat[e, st, anchor_idx].float()
+    C, h, w = x.shape[1:]
+    ctx, valid = torch.zeros(B, K, C, h, w), torch.zeros(B, K, 1, h, w)
+    for j in range(K, 0, -1):                                   # oldest first, newest ends in front
+        idx = np.maximum(n - j, 0)
+        ctx, valid = push_context(ctx, valid, lat[e, st, idx].float())
+        valid[torch.from_numpy(n - j < 0), 0] = 0
+    rows = torch.stack([torch.where(torch.from_numpy(n - a >= 1)[:, None],
+                                    data.actions[e, np.maximum(n - a, 0)], torch.zeros(B, m.action_dim))
+                        for a in range(A)], 1)
+    style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
+    return x, anchor, ctx, valid, rows, style, n
+
+
+def add_context_noise(ctx: torch.Tensor, valid: torch.Tensor, cfg: WorldTrainConfig,
+                      rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    B = ctx.shape[0]
+    level = rng.uniform(0, cfg.context_noise, B) * (rng.random(B) < cfg.noise_prob)
+    level = torch.from_numpy(level).float()
+    noisy = ctx + level.view(B, 1, 1, 1, 1) * torch.from_numpy(rng.standard_normal(ctx.shape)).float()
+    return noisy * valid, level
+
+
+@torch.no_grad()
+def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig, rng, e, st, n,
+                 ctx: torch.Tensor, valid: torch.Tensor, anchor: torch.Tensor, style: torch.Tensor):
+    """Replace the newest ``cfg.rollout`` context frames by the model's own predictions, each
+    generated from the (real, then generated) frames before it."""
+    m = cfg.model
+    B, K = ctx.shape[:2]
+    r = min(cfg.rollout, K)
+    # the context of the oldest generated frame: frames n-r-1 ... n-r-K (real)
+    g_ctx, g_valid = torch.zeros_like(ctx), torch.zeros_like(valid)
+    for j in range(K + r, r, -1):
+        g_ctx, g_valid = push_context(g_ctx, g_valid, data.latents[e, st, np.maximum(n - j, 0)].float())
+        g_valid[torch.from_numpy(n - j < 0), 0] = 0
+    was_training = model.training
+    model.eval()
+    for j in range(r, 0, -1):                                   # generate frame n - j
+        f = n - j
+        rows = torch.stack([torch.where(torch.from_numpy(f - a >= 1)[:, None],
+                                        data.actions[e, np.maximum(f - a, 0)], torch.zeros(B, m.action_dim))
+                            for a in range(m.action_history)], 1)
+        level = torch.full((B,), m.play_context_noise)
+        noisy = (g_ctx + level.view(B, 1, 1, 1, 1) * torch.from_numpy(rng.standard_normal(g_ctx.shape)).float()) * g_valid
+        z = torch.from_numpy(rng.standard_normal((B, *ctx.shape[2:]))).float()
+        out = model.sample(z, anchor, noisy, g_valid, style, rows, level, steps=cfg.rollout_steps)
+        real = data.latents[e, st, np.maximum(f, 0)].float()
+        out = torch.where(torch.from_numpy(f >= 1).view(B, 1, 1, 1), out, real)   # frame 0 stays real
+        g_ctx, g_valid = push_context(g_ctx, g_valid, out)
+        g_valid[torch.from_numpy(f < 0), 0] = 0
+    model.train(was_training)
+    return g_ctx, g_valid
+
+
+def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torch.Tensor, index: int,
+               batch_size: int, seed: int, rollout: bool = True) -> tuple[torch.Tensor, dict]:
+    rng, e, st, T = data.sample(batch_size, seed, index, cfg.text_noise)
+    x, anchor, ctx, valid, rows, style, n = draw_batch(data, cfg, rng, e, st, T)
+    core = model.module if hasattr(model, "module") else model
+    used_rollout = rollout and cfg.rollout > 0 and rng.random() < cfg.rollout_prob
+    if used_rollout:
+        ctx, valid = self_rollout(core, data, cfg, rng, e, st, n, ctx, valid, anchor, style)
+    noisy, level = add_context_noise(ctx, valid, cfg, rng)
+    B = x.shape[0]
+    t = logit_normal_t(B, torch.Generator().manual_seed(int(rng.integers(2**31))))
+    eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
+    v = model(interpolate(x, eps, t), t, anchor, noisy, valid, style, rows, level)
+    err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
+    per = err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)
+    return per.mean(), {"rollout": float(used_rollout)}
+
+
+def train_world(cfg: WorldTrainConfig) -> WorldModel:
+    ae = Autoencoder.from_pretrained(cfg.autoencoder).eval()
+    folder = encode_episodes(cfg.data, ae, progress=cfg.train.progress)
+    encoder = PromptEncoder()
+    train = LatentEpisodes(cfg.data, folder, "train", encoder)
+    ds = EpisodeDataset(cfg.data)
+    held_out = next((s for s in ("val", "test") if ds.ids(s)), None)   # tiny datasets may lack val
+    val = LatentEpisodes(cfg.data, folder, held_out, encoder) if held_out else None
+    if cfg.model.latent_channels != ae.latent_channels:
+        raise ValueError(f"model.latent_channels {cfg.model.latent_channels} != the autoencoder's "
+                         f"{ae.latent_channels}")
+    model = WorldModel.from_pretrained(cfg.init) if cfg.init else WorldModel(cfg.model)
+    cfg.model = model.config
+    weights = latent_channel_weights(ae, cfg.channel_weight_mix)
+    tc = cfg.train
+
+    def loss_fn(m, index):
+        return world_loss(m, train, cfg, weights, index, tc.batch_size, tc.seed)
+
+    def validate(m):
+        losses = [world_loss(m, val, cfg, weights, 10_000_000 + i, cfg.val_batch_size, 1234, rollout=False)[0].item()
+                  for i in range(cfg.val_batches)]
+        return {"loss": float(np.mean(losses))}
+
+    describe = {"world": json.loads(json.dumps(cfg.__dict__, default=lambda o: getattr(o, "__dict__", str(o))))}
+    model = Trainer(model, tc, loss_fn, validate if val is not None else None, describe).run()
+    model.save_pretrained(cfg.out, trained={"data": cfg.data, "steps": tc.steps, "run_dir": tc.run_dir,
+                                            "rollout": cfg.rollout, "init": cfg.init})
+    return model

@@ -1,0 +1,156 @@
+"""``WorldSession``: the world model as an endless game, one action row in, one RGB frame out.
+
+``reset(frame, prompt)`` starts from one real frame (encoded by the RGB autoencoder; it becomes
+the anchor and the first context frame). Per ``step(action)``: the action row joins the action
+history; the context (the last ``context`` generated latents) gets the model's small play-time
+noise level; the per-frame features are computed once; the frame's latents are integrated from
+noise in ``steps`` Euler steps; the tiny streaming decoder turns them into RGB. The networks are
+the Flash runtime's (``alaya.runtime.backends``: torch or onnxruntime), since the world model's
+network is a streaming student. State has a fixed size: memory stays flat however long it plays.
+
+Noise for frame n comes from a generator seeded by (seed, n): same start, seed and actions give
+the same frames.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from alaya.codecs.autoencoder import Autoencoder
+from alaya.codecs.tiny import TinyDecoder
+from alaya.data.actions import ACTION_DIM, ActionError, check_actions
+from alaya.models.student import push_context
+from alaya.models.world import WorldModel
+from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
+from alaya.text import PromptEncoder
+
+
+class WorldSession:
+    def __init__(self, model: WorldModel, autoencoder: Autoencoder, decoder: TinyDecoder,
+                 prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None,
+                 seed: int = 0, size: int = 64, backend="torch", context_noise: float | None = None):
+        """``backend``: "torch", "onnx" (graphs exported once for ``size``) or a backend object
+        shared with other sessions (``WorldSessionFactory``)."""
+        if isinstance(backend, str) and backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if size <= 0 or size % 16:
+            raise ValueError(f"size must be a positive multiple of 16, got {size}")
+        self.model, self.autoencoder = model.eval(), autoencoder.eval()
+        c = model.config
+        self.steps = c.steps if steps is None else steps
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        self.size, self.seed = size, seed
+        self.context_noise = c.play_context_noise if context_noise is None else context_noise
+        if backend == "torch":
+            backend = TorchBackend(model.core, None, decoder, size=size)
+        elif backend == "onnx":
+            backend = OnnxBackend.from_modules(model.core, None, decoder, size)
+        self.backend = backend
+        self.encoder = encoder or PromptEncoder()
+        self.times = torch.linspace(1.0, 0.0, self.steps + 1)
+        self.prompt = ""
+        self.style = torch.zeros(1, c.text_dim)
+        self.set_prompt(prompt)
+        self.anchor: torch.Tensor | None = None
+
+    def set_prompt(self, prompt: str) -> None:
+        """The style prompt, from the next frame on."""
+        self.style = self.encoder.encode(prompt).reshape(1, -1)
+        self.prompt = prompt
+
+    def _check_frame(self, frame) -> torch.Tensor:
+        a = np.asarray(frame)
+        S = self.size
+        if a.dtype != np.uint8 or a.shape != (S, S, 3):
+            raise ValueError(f"start frame: expected uint8 ({S}, {S}, 3), got {a.dtype} {a.shape}")
+        return torch.from_numpy(a.copy()).permute(2, 0, 1)[None].float() / 255
+
+    @torch.no_grad()
+    def reset(self, frame: np.ndarray, prompt: str | None = None) -> None:
+        """Start a new game from ``frame`` (uint8 (size, size, 3)), in ``prompt``'s style if given."""
+        x = self._check_frame(frame)
+        if prompt is not None:
+            self.set_prompt(prompt)
+        c = self.model.config
+        z = self.autoencoder.encode(x)
+        self.anchor = z
+        h = self.size // 8
+        self.context = torch.zeros(1, c.context, c.latent_channels, h, h)
+        self.valid = torch.zeros(1, c.context, 1, h, h)
+        self.context, self.valid = push_context(self.context, self.valid, z)
+        self.actions = torch.zeros(1, c.action_history, ACTION_DIM)
+        self.decoder_state = None
+        self.frame_index = 0
+        # warm the streaming decoder's memory on the start frame, so frame 1 continues it
+        _, self.decoder_state = self.backend.decode(z, None)
+
+    @torch.no_grad()
+    def step_latent(self, action) -> torch.Tensor:
+        if self.anchor is None:
+            raise RuntimeError("WorldSession.step needs a start frame: call reset(frame) first")
+        row = check_actions(action, "action")
+        if row.shape != (ACTION_DIM,):
+            raise ActionError(f"action: one row of {ACTION_DIM} expected, got shape {row.shape}")
+        self.frame_index += 1
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.frame_index)
+        self.actions = torch.cat([torch.from_numpy(row)[None, None], self.actions[:, :-1]], 1)
+        level = torch.full((1,), float(self.context_noise))
+        noisy = (self.context + level * torch.randn(self.context.shape, generator=gen)) * self.valid
+        cond = self.model.pack(self.style, self.actions, level)
+        _, features = self.backend.frame(self.anchor, noisy, self.valid)
+        z = torch.randn(self.anchor.shape, generator=gen)
+        for t, r in zip(self.times[:-1], self.times[1:]):
+            z = z - (t - r) * self.backend.step(z, t.reshape(1), t.reshape(1), cond, features)
+        self.context, self.valid = push_context(self.context, self.valid, z)
+        return z
+
+    @torch.no_grad()
+    def step(self, action) -> np.ndarray:
+        """uint8 (size, size, 3): the next frame after playing one action row."""
+        z = self.step_latent(action)
+        img, self.decoder_state = self.backend.decode(z, self.decoder_state)
+        return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+
+
+class WorldSessionFactory:
+    """Many world sessions over one set of loaded weights and one (stateless) backend."""
+
+    def __init__(self, model: WorldModel, autoencoder: Autoencoder, decoder: TinyDecoder, size: int = 64,
+                 backend: str = "onnx", encoder: PromptEncoder | None = None, threads: int | None = None):
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        self.model, self.autoencoder, self.decoder = model.eval(), autoencoder.eval(), decoder.eval()
+        self.size = size
+        self.encoder = encoder or PromptEncoder()
+        self.backend = (OnnxBackend.from_modules(model.core, None, decoder, size, threads=threads)
+                        if backend == "onnx" else TorchBackend(model.core, None, decoder, size=size))
+
+    @classmethod
+    def from_pretrained(cls, weights="weights/world_model", autoencoder="weights/autoencoder",
+                        decoder="weights/tiny_decoder", **kwargs) -> "WorldSessionFactory":
+        return cls(WorldModel.from_pretrained(weights), Autoencoder.from_pretrained(autoencoder),
+                   TinyDecoder.from_pretrained(decoder), **kwargs)
+
+    def new(self, prompt: str = "", seed: int = 0) -> WorldSession:
+        return WorldSession(self.model, self.autoencoder, self.decoder, prompt=prompt, encoder=self.encoder,
+                            seed=seed, size=self.size, backend=self.backend)
+
+
+def load_start_frames(folder, size: int | None = None) -> list[np.ndarray]:
+    """The start frames shipped beside a world model (``<folder>/starts/*.png``, sorted by name),
+    as uint8 (H, W, 3) arrays; ``size`` checks they are size x size."""
+    from pathlib import Path
+
+    from PIL import Image
+    paths = sorted((Path(folder) / "starts").glob("*.png"))
+    if not paths:
+        raise FileNotFoundError(f"{Path(folder) / 'starts'}: no start frames (*.png)")
+    frames = []
+    for p in paths:
+        a = np.asarray(Image.open(p).convert("RGB"))
+        if size is not None and a.shape != (size, size, 3):
+            raise ValueError(f"{p}: start frame is {a.shape[1]}x{a.shape[0]}, expected {size}x{size}")
+        frames.append(a)
+    return frames

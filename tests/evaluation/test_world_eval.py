@@ -1,0 +1,282 @@
+"""The world-model evaluation on sessions with known answers, in a tiny synthetic world where
+the picture is a texture rolled by the actions (turn: 2 px sideways per frame, pitch: 2 px up
+or down), so a session that rolls its start frame by the actions is a perfect world model."""
+
+import json
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+
+from alaya.data.actions import ActionError
+from alaya.evaluation.inverse_dynamics import (IDMConfig, InverseDynamics, accuracy, action_classes,
+                                               balanced_accuracy, load_episode, train_idm)
+from alaya.evaluation.world_eval import (WorldEvalConfig, colour_drift, evaluate_world, frame_stats,
+                                         late_early_ratio, loop_actions, public_json, scripted_actions)
+from alaya.evaluation.world_report import write_world_report
+
+SIZE, PX = 32, 2
+TURN, PITCH = 2, 3
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def texture(rng) -> np.ndarray:
+    coarse = rng.random((8, 8, 3))
+    smooth = np.kron(coarse, np.ones((4, 4, 1)))
+    return (255 * (0.6 * smooth + 0.4 * rng.random((SIZE, SIZE, 3)))).astype(np.uint8)
+
+
+def offsets(actions: np.ndarray) -> np.ndarray:
+    """(T, 2) cumulative (dy, dx) roll of each frame."""
+    step = np.stack([-PX * np.round(actions[:, PITCH]), PX * np.round(actions[:, TURN])], 1).astype(int)
+    return np.cumsum(step, 0)
+
+
+def make_episode(seed: int, frames: int = 40, flash: bool = False) -> dict:
+    """Two styles (a texture and its darker, bluer variant) seen through one action sequence;
+    with ``flash``, one-shot actions light a centre patch (a colour per action)."""
+    rng = np.random.default_rng(seed)
+    actions = np.zeros((frames, 8), np.float32)
+    actions[1:, TURN] = rng.choice([-1.0, 0.0, 0.0, 1.0], frames - 1)
+    actions[1:, PITCH] = rng.choice([-1.0, 0.0, 0.0, 1.0], frames - 1)
+    if flash:
+        hits = np.flatnonzero(rng.random(frames) < 0.3)[1:]
+        actions[hits, 4 + rng.integers(4, size=len(hits))] = 1.0
+    base = texture(rng)
+    night = (base * np.array([0.4, 0.5, 0.9])).astype(np.uint8)
+    rgb = np.stack([[np.roll(tex, tuple(o), (0, 1)) for o in offsets(actions)] for tex in (base, night)])
+    if flash:
+        colours = np.array([[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0]], np.uint8)
+        for t in range(frames):
+            shot = np.flatnonzero(actions[t, 4:])
+            if len(shot):
+                rgb[:, t, 12:20, 12:20] = colours[shot[0]]
+    return {"rgb": rgb, "styles": np.array(["day", "night"]), "actions": actions}
+
+
+class Shift:
+    """The perfect world model of this world: the start frame rolled by the actions."""
+    size = SIZE
+
+    def reset(self, frame, prompt):
+        self.start, self.offset = frame, np.zeros(2, int)
+
+    def step(self, action):
+        self.offset += [-PX * int(np.round(action[PITCH])), PX * int(np.round(action[TURN]))]
+        return np.roll(self.start, tuple(self.offset), (0, 1))
+
+
+class Replay:
+    """Replays an episode's true frames from the start frame; ``keyed``: only while the actions
+    are the episode's (else it freezes), otherwise whatever the actions."""
+    size = SIZE
+
+    def __init__(self, episodes, keyed=True):
+        self.episodes, self.keyed = episodes, keyed
+
+    def reset(self, frame, prompt):
+        self.cands = [(ep, s, t) for ep in self.episodes for s in range(2) for t in range(ep["rgb"].shape[1])
+                      if ep["styles"][s] == prompt and np.array_equal(ep["rgb"][s, t], frame)]
+        self.k, self.last = 0, frame
+
+    def step(self, action):
+        self.k += 1
+        self.cands = [(ep, s, t) for ep, s, t in self.cands if t + self.k < ep["rgb"].shape[1]
+                      and (not self.keyed or np.array_equal(ep["actions"][t + self.k], action))]
+        if self.cands:
+            ep, s, t = self.cands[0]
+            self.last = ep["rgb"][s, t + self.k]
+        return self.last
+
+
+class Frozen:
+    size = SIZE
+
+    def reset(self, frame, prompt):
+        self.frame = frame
+
+    def step(self, action):
+        return self.frame
+
+
+class Fade(Shift):
+    """Shift, fading towards ``target`` grey over ``frames`` steps (blur-to-mush, or darkness)."""
+
+    def __init__(self, frames=60, target=128.0):
+        self.frames, self.target = frames, target
+
+    def reset(self, frame, prompt):
+        super().reset(frame, prompt)
+        self.k = 0
+
+    def step(self, action):
+        self.k += 1
+        a = min(1.0, self.k / self.frames)
+        return ((1 - a) * super().step(action) + a * self.target).round().astype(np.uint8)
+
+
+CFG = WorldEvalConfig(horizon=16, episodes=3, windows=2, rollout_frames=120, rollout_window=30,
+                      loop_frames=6, loops=2, samples=2, gif_frames=20, seed=1)
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    return [make_episode(seed) for seed in range(3)]
+
+
+def run(session, episodes, idm=None, cfg=CFG):
+    return evaluate_world(lambda: session, episodes, idm, cfg, progress=False)
+
+
+def test_action_classes_and_balanced_accuracy():
+    rows = [[0, 0.5, -0.5, 0.2, 0, 0, 1, 0], [1, -1, 0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 0]]
+    assert action_classes(rows).tolist() == [[1, 2, 0, 1, 3], [2, 0, 1, 1, 1], [1, 1, 1, 1, 0]]
+    with pytest.raises(ActionError, match="frame 0.*at most one"):
+        action_classes([[0, 0, 0, 0, 1, 1, 0, 0]])
+    labels = torch.tensor([0] * 9 + [1])
+    assert balanced_accuracy(torch.zeros(10, dtype=torch.long), labels) == 0.5   # plain accuracy: 0.9
+    assert balanced_accuracy(labels, labels) == 1.0
+
+
+def test_frame_stats_and_drift_on_known_frames():
+    grey = np.full((2, 8, 8, 3), 128, np.uint8)
+    checker = np.kron((np.indices((8, 8)).sum(0) % 2)[..., None], np.ones(3))[None].astype(np.uint8) * 255
+    s_grey, s_checker = frame_stats(grey), frame_stats(checker)
+    assert np.allclose(s_grey["brightness"], 128 / 255, atol=1e-6) and np.all(s_grey["sharpness"] == 0)
+    assert s_checker["sharpness"][0] > 1.0
+    assert late_early_ratio(np.array([2.0, 2.0, 1.0, 1.0]), 2) == 0.5
+    assert colour_drift(np.array([[0, 0, 0], [0, 0, 0], [0.3, 0.4, 0]]), 1) == pytest.approx(0.5)
+    acts = scripted_actions(500, seed=3)
+    assert acts.shape == (500, 8) and np.array_equal(acts, scripted_actions(500, seed=3))
+    assert (acts[:, 0] != 0).mean() > 0.3 and 0 < (acts[:, 4:].sum(1) > 0).mean() < 0.1
+    assert loop_actions(3, "turn")[:, TURN].tolist() == [1, 1, 1, -1, -1, -1]
+
+
+def test_oracle_replay_is_perfect_and_beats_the_baseline(episodes):
+    r = run(Replay(episodes), episodes)
+    assert all(r[f"psnr_step{k}"] == 100.0 for k in range(1, 17))
+    assert r["ssim_step16"] > 0.999 and r["psnr_step16"] > r["baseline_psnr_step16"] + 20
+    assert set(r["per_style"]) == {"day", "night"} and r["per_style"]["night"]["psnr_step16"] == 100.0
+
+
+def test_frozen_session_is_exactly_the_baseline(episodes):
+    r = run(Frozen(), episodes)
+    assert all(r[f"psnr_step{k}"] == r[f"baseline_psnr_step{k}"] for k in range(1, 17))
+    assert r["baseline_psnr_step16"] < 20 and r["delta_psnr_actions"] == 0.0
+    assert r["loop_turn_psnr_return"] == 100.0         # loops alone cannot tell a frozen world
+
+
+def test_actions_matter_only_to_a_model_that_uses_them(episodes):
+    ignoring = run(Replay(episodes, keyed=False), episodes)
+    assert ignoring["delta_psnr_actions"] == 0.0
+    keyed = run(Shift(), episodes)
+    assert keyed["psnr_mean"] == 100.0 and keyed["delta_psnr_actions"] > 20
+
+
+def test_long_rollout_catches_fading(episodes):
+    stable = run(Shift(), episodes)
+    assert 0.9 < stable["late_early_sharpness_ratio"] < 1.1
+    assert 0.95 < stable["late_early_brightness_ratio"] < 1.05 and stable["colour_drift"] < 0.02
+    assert len(stable["rollout_series"]["sharpness"]) == 120 and stable["rollout_head"].shape == (20, SIZE, SIZE, 3)
+    grey = run(Fade(60, 128.0), episodes)
+    assert grey["late_early_sharpness_ratio"] < 0.75
+    dark = run(Fade(60, 0.0), episodes)
+    assert dark["late_early_brightness_ratio"] < 0.5 and dark["colour_drift"] > 0.2
+
+
+def test_out_and_back_returns_only_for_a_consistent_world(episodes):
+    r = run(Shift(), episodes)
+    assert r["loop_turn_psnr_return"] == 100.0 and r["loop_turn_psnr_turn"] < 25
+
+    class Drifts(Shift):                                  # turning right also turns left
+        def step(self, action):
+            return super().step(np.abs(action))
+    d = run(Drifts(), episodes)
+    assert d["loop_turn_psnr_return"] < 25
+
+
+@pytest.fixture(scope="module")
+def idm(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("idm")
+    paths = []
+    for seed in range(10, 16):
+        paths.append(folder / f"ep{seed}.npz")
+        np.savez(paths[-1], **make_episode(seed, frames=60, flash=True))
+    model = train_idm(paths, folder / "idm", steps=60, batch_size=32, val_every=30, lr=3e-3, progress=False,
+                      config=IDMConfig(channels=(16, 32), size=32, pool=4, hidden=32), device="cpu")
+    return model, folder / "idm"
+
+
+def test_idm_learns_visible_actions_and_round_trips(idm):
+    model, folder = idm
+    ep = make_episode(99, frames=60, flash=True)
+    prev, nxt, actions = ep["rgb"][:, :-1].reshape(-1, SIZE, SIZE, 3), ep["rgb"][:, 1:].reshape(-1, SIZE, SIZE, 3), \
+        np.concatenate([ep["actions"][1:]] * 2)
+    acc = accuracy(model, prev, nxt, actions)
+    assert acc["balanced_accuracy_turn"] > 0.6 and acc["balanced_accuracy_pitch"] > 0.6, acc   # chance 1/3
+    assert acc["balanced_accuracy"] > 0.5, acc
+    loaded = InverseDynamics.from_pretrained(folder)
+    assert loaded.config == model.config
+    assert torch.equal(loaded.predict(prev, nxt), model.predict(prev, nxt))
+    card = (folder / "MODEL_CARD.md").read_text()
+    assert "balanced_accuracy" in card and "Steps: 60" in card
+    assert len((folder / "metrics.jsonl").read_text().splitlines()) == 60
+
+
+def test_idm_ratio_is_one_for_replay_and_drops_for_a_frozen_world(idm, episodes):
+    model, _ = idm
+    replay = run(Replay(episodes), episodes, model)
+    assert replay["idm_ratio"] == 1.0 and replay["idm_accuracy_real"] > 0.5
+    frozen = run(Frozen(), episodes, model)
+    assert frozen["idm_accuracy_real"] == replay["idm_accuracy_real"]
+    assert frozen["idm_ratio"] < 0.8
+    assert "idm_accuracy_generated" in frozen["per_style"]["day"]
+
+
+def test_report_writes_every_file(episodes, tmp_path):
+    r = run(Shift(), episodes)
+    report = write_world_report(r, tmp_path / "report", "shift")
+    text = report.read_text()
+    assert "| psnr_step16 | 100 |" in text and "## Per style" in text
+    data = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert data["psnr_step16"] == 100.0 and len(data["rollout_series"]["brightness"]) == 120
+    assert "samples" not in public_json(r) and "rollout_head" not in data
+    for name in ("psnr_horizon.png", "rollout.png", "contact_sheet.png", "loops.png"):
+        assert (tmp_path / "report" / name).stat().st_size > 1000, name
+    assert iio.imread(tmp_path / "report" / "rollout.gif", index=None).shape[0] == 20
+
+
+def test_episode_files_load(episodes, tmp_path):
+    np.savez(tmp_path / "a.npz", **episodes[0])
+    np.savez(tmp_path / "b.npz", **episodes[1])
+    r = run(Shift(), [tmp_path / "a.npz", tmp_path / "b.npz"])
+    assert r["episodes"] == ["a", "b"] and r["psnr_step16"] == 100.0
+    assert load_episode(tmp_path / "a.npz")["styles"].tolist() == ["day", "night"]
+
+
+def test_bad_sessions_and_episodes_are_named(episodes):
+    class Flat(Shift):
+        def step(self, action):
+            return super().step(action)[..., 0].astype(np.float32)
+    with pytest.raises(ValueError, match=r"session\.step returned float32 \(32, 32\) at step 1"):
+        run(Flat(), episodes)
+
+    class NoSize(Shift):
+        size = "32"
+    with pytest.raises(ValueError, match=r"session\.size"):
+        run(NoSize(), episodes)
+    short = {**episodes[0], "actions": episodes[0]["actions"][:-1]}
+    with pytest.raises(ValueError, match=r"episode 0: 'actions' must be \(40, 8\)"):
+        run(Shift(), [short])
+    with pytest.raises(ValueError, match="horizon = 50"):
+        run(Shift(), episodes, cfg=WorldEvalConfig(horizon=50))
+    with pytest.raises(ValueError, match="WorldEvalConfig.windows"):
+        WorldEvalConfig(windows=0)

@@ -1,0 +1,98 @@
+"""The world model: contracts of the network, and its training loop on a tiny recorded dataset."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.engine.game import GameConfig
+from alaya.engine.gameplay import GameplayConfig, record_gameplay
+from alaya.models.world import WorldModel, WorldModelConfig
+from alaya.models.world_training import WorldTrainConfig, draw_batch, LatentEpisodes, encode_episodes, train_world
+from alaya.train.loop import TrainConfig
+
+TINY = WorldModelConfig(widths=(16, 32), emb_dim=32)
+
+
+def inputs(B=2, h=4, cfg=TINY):
+    return dict(z=torch.randn(B, 32, h, h), t=torch.rand(B), anchor=torch.randn(B, 32, h, h),
+                context=torch.randn(B, cfg.context, 32, h, h), valid=torch.ones(B, cfg.context, 1, h, h),
+                style=torch.randn(B, 384), actions=torch.zeros(B, cfg.action_history, 8), noise=torch.zeros(B))
+
+
+def test_shapes_and_errors_name_the_input():
+    m = WorldModel(TINY)
+    x = inputs()
+    assert m(**x).shape == x["z"].shape
+    bad = dict(x, actions=torch.zeros(2, 2, 8))
+    with pytest.raises(ValueError, match="actions"):
+        m(**bad)
+    with pytest.raises(ValueError, match="style"):
+        m(**dict(x, style=torch.zeros(2, 300)))
+
+
+def test_actions_and_anchor_change_the_prediction():
+    torch.manual_seed(0)
+    m = WorldModel(TINY)
+    for p in m.parameters():              # the output layer starts at zero: give it weights
+        if p.abs().sum() == 0:
+            torch.nn.init.normal_(p, std=0.1)
+    x = inputs()
+    base = m(**x)
+    moved = dict(x, actions=x["actions"].clone())
+    moved["actions"][:, 0, 0] = 1.0
+    assert not torch.allclose(m(**moved), base)
+    assert not torch.allclose(m(**dict(x, anchor=torch.randn_like(x["anchor"]))), base)
+    # invalid context frames are ignored whatever they hold
+    invalid = dict(x, valid=torch.zeros_like(x["valid"]))
+    assert torch.allclose(m(**invalid), m(**dict(invalid, context=torch.randn_like(x["context"]))))
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("episodes")
+    record_gameplay(root, GameplayConfig(episodes=12, frames=8, game=GameConfig(size=32, warmup_frames=10)),
+                    progress=False)
+    return root
+
+
+def test_batches_respect_causality_and_episode_starts(episodes):
+    from alaya.codecs.autoencoder import Autoencoder, AutoencoderConfig
+    from alaya.text import PromptEncoder
+    ae = Autoencoder(AutoencoderConfig(channels=(8, 8, 8))).eval()
+    folder = encode_episodes(str(episodes), ae, progress=False)
+    data = LatentEpisodes(str(episodes), folder, "train", PromptEncoder())
+    cfg = WorldTrainConfig(data=str(episodes), model=TINY, start_fraction=0.5)
+    rng = np.random.default_rng(0)
+    e, st = rng.integers(len(data.ids), size=64), rng.integers(2, size=64)
+    x, anchor, ctx, valid, rows, style, n = draw_batch(data, cfg, rng, e, st, data.latents.shape[2])
+    for b in range(64):
+        assert torch.equal(x[b], data.latents[e[b], st[b], n[b]].float())
+        for j in range(TINY.context):                     # context j = frame n-1-j, invalid before 0
+            if n[b] - 1 - j >= 0:
+                assert valid[b, j].all() and torch.equal(ctx[b, j], data.latents[e[b], st[b], n[b] - 1 - j].float())
+            else:
+                assert not valid[b, j].any()
+        assert torch.equal(rows[b, 0], data.actions[e[b], n[b]])   # the row that led to frame n
+    assert (n < 4).any()                                          # starts of episodes are trained
+
+
+def test_training_runs_resumes_and_saves(episodes, tmp_path):
+    from alaya.codecs.autoencoder import Autoencoder, AutoencoderConfig
+    ae_dir = tmp_path / "ae"
+    Autoencoder(AutoencoderConfig(channels=(8, 8, 8))).save_pretrained(ae_dir)
+    run = tmp_path / "run"
+    cfg = WorldTrainConfig(data=str(episodes), autoencoder=str(ae_dir), out=str(tmp_path / "out"), model=TINY,
+                           rollout=2, rollout_prob=1.0, val_batches=1, val_batch_size=4,
+                           train=TrainConfig(run_dir=str(run), steps=4, batch_size=4, log_every=2, val_every=2,
+                                             ckpt_every=2, progress=False))
+    train_world(cfg)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["step"] == 4 and rows[-1]["rollout"] == 1.0 and np.isfinite(rows[-1]["loss"])
+    loaded = WorldModel.from_pretrained(tmp_path / "out")
+    assert loaded.config == TINY
+    cfg.train.steps = 6                                           # resumes from step 4
+    train_world(cfg)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [2, 4, 6]
