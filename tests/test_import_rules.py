@@ -19,6 +19,16 @@ RULES = [
     ("alaya.runtime", ("alaya.train", "alaya.engine", "alaya.serve", "alaya.evaluation")),
     ("alaya.serve.grpc_server, alaya.serve.web", ("alaya.train", "alaya.models.teacher_training",
                                                   "alaya.models.student_training", "alaya.evaluation")),
+    # the world model plays with no engine behind it
+    ("alaya.data.actions, alaya.data.episodes, alaya.data.recorder, alaya.data.gym_adapter, "
+     "alaya.data.video_import", ("alaya.engine", "alaya.models", "alaya.codecs", "alaya.train")),
+    ("alaya.models.world", ("alaya.train", "alaya.runtime", "alaya.serve", "alaya.engine")),
+    ("alaya.runtime.world_session", ("alaya.train", "alaya.engine", "alaya.serve", "alaya.evaluation")),
+    ("alaya.world", ("alaya.engine", "alaya.train", "alaya.evaluation")),
+    ("alaya.serve.world_web", ("alaya.engine.world", "alaya.engine.raster", "alaya.engine.game", "mujoco",
+                               "moderngl", "alaya.train", "alaya.evaluation")),
+    ("alaya.evaluation.world_eval, alaya.evaluation.inverse_dynamics",
+     ("alaya.engine", "alaya.models", "alaya.runtime", "alaya.train")),
 ]
 
 

@@ -56,6 +56,14 @@ def _record(a: argparse.Namespace) -> int:
     return 0
 
 
+def _import_video(a: argparse.Namespace) -> int:
+    from alaya.data.video_import import import_video
+    result = import_video(a.video, a.poses, a.out, a.id, size=a.size, fps=a.fps, style=a.style)
+    print(f"imported {result.frames} frames at {result.fps:g} FPS into {result.path} "
+          f"({result.clipped} navigation values clipped to [-1, 1])")
+    return 0
+
+
 def _import(a: argparse.Namespace) -> int:
     from alaya.data.importer import import_gbuffers
     root = import_gbuffers(a.src, a.out, dataset_name=a.name)
@@ -99,6 +107,11 @@ def _train(a: argparse.Namespace) -> int:
             data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
             model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
             context_noise=a.context_noise, train=train))
+    elif a.what == "idm":
+        from alaya.data.episodes import EpisodeDataset
+        from alaya.evaluation.inverse_dynamics import train_idm
+        model = train_idm(EpisodeDataset(a.data), a.out or "weights/inverse_dynamics", steps=a.steps,
+                          batch_size=a.batch_size, lr=a.lr, seed=a.seed)
     elif a.what == "style-classifier":
         from alaya.evaluation.style_classifier import StyleClassifierTrainConfig, train_style_classifier
         model = train_style_classifier(StyleClassifierTrainConfig(
@@ -205,6 +218,33 @@ def _eval(a: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_world(a: argparse.Namespace) -> int:
+    from alaya.data.episodes import EpisodeDataset
+    from alaya.evaluation.world_eval import WorldEvalConfig, evaluate_world, load_idm, public_json
+    from alaya.evaluation.world_report import write_world_report
+    from alaya.runtime.world_session import WorldSessionFactory
+    factory = WorldSessionFactory.from_pretrained(a.weights, size=a.size, backend=a.backend)
+    ds = EpisodeDataset(a.data)
+    cfg = WorldEvalConfig(horizon=a.horizon, episodes=a.episodes, split=a.split, rollout_frames=a.rollout_frames,
+                          seed=a.seed)
+    result = evaluate_world(lambda: factory.new(seed=a.seed), ds, load_idm(a.idm or None), cfg, prompts=ds.meta.styles,
+                            progress=not a.json)
+    if a.report:
+        write_world_report(result, a.report, f"alaya eval world: {a.weights}")
+    out = public_json(result)
+    if a.json:
+        print(json.dumps({k: v for k, v in out.items() if k != "rows"}))
+    else:
+        for k in ("psnr_step16", "baseline_psnr_step16", "delta_psnr_actions", "idm_accuracy_real",
+                  "idm_accuracy_generated", "idm_ratio", "late_early_sharpness_ratio",
+                  "late_early_brightness_ratio", "colour_drift"):
+            if isinstance(out.get(k), (int, float)):
+                print(f"{k:30s} {out[k]:.4f}")
+        if a.report:
+            print(f"report: {Path(a.report) / 'report.md'}")
+    return 0
+
+
 def _styles(a: argparse.Namespace) -> int:
     from alaya.engine.styles import STYLES
     if a.json:
@@ -278,6 +318,16 @@ def build_parser() -> argparse.ArgumentParser:
     gb.add_argument("--out", required=True)
     gb.add_argument("--name", default=None)
     gb.set_defaults(func=_import)
+    vi = isub.add_parser("video", help="a video + per-frame camera poses -> a world-model episode "
+                         "(navigation actions from pose deltas; docs/episodes.md)")
+    vi.add_argument("video", help="mp4, gif, ... (anything imageio reads)")
+    vi.add_argument("poses", help="CSV frame,x,y,z,qw,qx,qy,qz (camera to world) or .npy (T, 4, 4) world_to_camera")
+    vi.add_argument("--out", required=True, help="episodes folder (created, or appended to)")
+    vi.add_argument("--id", required=True, help="episode id")
+    vi.add_argument("--size", type=int, default=64)
+    vi.add_argument("--fps", type=float, default=None, help="default: the video's")
+    vi.add_argument("--style", default="video", help="style name the frames are stored under")
+    vi.set_defaults(func=_import_video)
 
     rc = sub.add_parser("record", help="record labelled gameplay episodes for the world model")
     rc.add_argument("source", choices=["game", "gym"], help="game: our arena with scripted players; "
@@ -293,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.set_defaults(func=_record)
 
     tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
-    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier", "world"])
+    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier", "world", "idm"])
     tr.add_argument("--data", required=True, help="dataset folder (alaya datagen; world: alaya record)")
     tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
     tr.add_argument("--out", help="save_pretrained folder for the result")
@@ -375,6 +425,21 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--json", action="store_true", help="print one JSON object")
     sampler_args(er)
     er.set_defaults(func=_eval)
+
+    ew = esub.add_parser("world", help="a world model on held-out gameplay episodes")
+    ew.add_argument("--data", required=True, help="episodes folder (alaya record)")
+    ew.add_argument("--split", default="test")
+    ew.add_argument("--episodes", type=int, default=8, help="held-out episodes replayed")
+    ew.add_argument("--horizon", type=int, default=16)
+    ew.add_argument("--rollout-frames", type=int, default=3000, help="frames of the long rollout")
+    ew.add_argument("--weights", default="weights/world_model")
+    ew.add_argument("--idm", default="weights/inverse_dynamics", help="inverse-dynamics model ('' to skip)")
+    ew.add_argument("--size", type=int, default=64)
+    ew.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
+    ew.add_argument("--seed", type=int, default=0)
+    ew.add_argument("--report", help="folder for report.md, results.json, figures and a GIF")
+    ew.add_argument("--json", action="store_true", help="print one JSON object")
+    ew.set_defaults(func=_eval_world)
 
     ex = sub.add_parser("export-onnx", help="the student's per-frame networks as ONNX graphs (onnxruntime)")
     ex.add_argument("--weights", default="weights/student")

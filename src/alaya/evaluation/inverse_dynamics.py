@@ -35,6 +35,7 @@ from torch import nn
 from tqdm import tqdm
 
 from alaya.data.actions import NAVIGATION, ONE_SHOT, check_actions
+from alaya.data.episodes import read_episode
 from alaya.evaluation.metrics import frames_to_tensor
 from alaya.nn.model_card import write_model_card
 from alaya.nn.pretrained import from_pretrained, save_pretrained
@@ -55,14 +56,13 @@ class IDMConfig:
 
 
 def load_episode(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """A held-out gameplay episode: ``rgb`` uint8 (S, T, H, W, 3), ``styles`` (S,) str,
-    ``actions`` float32 (T, 8). The one place episodes are read (to be replaced by
-    ``alaya.data.episodes.EpisodeDataset.load``)."""
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+    """A gameplay episode file: ``rgb`` uint8 (S, T, H, W, 3), ``styles`` (S,) str, ``actions``
+    float32 (T, 8), checked (``alaya.data.episodes.read_episode``). The one place this package
+    reads episode files."""
+    return read_episode(path)
 
 
-def check_episode(episode: dict, name: str = "episode") -> dict[str, np.ndarray]:
+def checked_episode(episode: dict, name: str = "episode") -> dict[str, np.ndarray]:
     """``episode`` with its ``rgb``, ``styles`` and ``actions`` checked against each other, or a
     ValueError naming the key at fault."""
     for key in ("rgb", "styles", "actions"):
@@ -187,18 +187,25 @@ def resize_frames(frames: np.ndarray, size: int) -> np.ndarray:
     if frames.shape[-3:-1] == (size, size):
         return frames
     lead = frames.shape[:-3]
+    flat = frames.reshape(-1, *frames.shape[-3:])
     out = [F.interpolate(frames_to_tensor(chunk), size=(size, size), mode="area")
-           for chunk in np.array_split(frames.reshape(-1, *frames.shape[-3:]), max(1, frames[..., 0].size // 2**22))]
+           for chunk in np.array_split(flat, max(1, flat[..., 0].size // 2**22))]
     x = (torch.cat(out).clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 2, 3, 1)
     return x.reshape(*lead, size, size, 3).numpy()
 
 
-def _episodes(source, split: str) -> list[tuple[str, dict]]:
-    """(name, checked episode) for a list of npz paths, or for ``source.ids(split)`` of a
-    dataset with ``ids`` and ``load``."""
+def _episodes(source, split: str, size: int) -> list[tuple[str, dict]]:
+    """(name, checked episode, rgb resized to ``size`` on load) for a list of npz paths, or for
+    ``source.ids(split)`` of a dataset with ``ids`` and ``load``."""
     if hasattr(source, "ids") and hasattr(source, "load"):
-        return [(str(i), check_episode(source.load(i), str(i))) for i in source.ids(split)]
-    return [(str(p), check_episode(load_episode(p), str(p))) for p in source]
+        items = [(str(i), lambda i=i: source.load(i)) for i in source.ids(split)]
+    else:
+        items = [(str(p), lambda p=p: load_episode(p)) for p in source]
+    out = []
+    for name, load in items:
+        ep = checked_episode(load(), name)
+        out.append((name, {"rgb": resize_frames(ep["rgb"], size), "actions": ep["actions"]}))
+    return out
 
 
 class _PairBank:
@@ -252,14 +259,13 @@ def _augment_pair(a: torch.Tensor, b: torch.Tensor, gen: torch.Generator) -> tup
             (blur(b) + noise * torch.randn(b.shape, generator=gen)).clamp(0, 1))
 
 
-def _split(episodes, val) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
+def _split(episodes, val, size: int) -> tuple[list[tuple[str, dict]], list[tuple[str, dict]]]:
     """Training and validation episodes (see ``train_idm``)."""
-    if hasattr(episodes, "ids"):
-        train = _episodes(episodes, "train")
-        return train, (_episodes(val, "val") if val is not None else _episodes(episodes, "val") or train)
-    train = _episodes(episodes, "train")
+    train = _episodes(episodes, "train", size)
     if val is not None:
-        return train, _episodes(val, "val")
+        return train, _episodes(val, "val", size)
+    if hasattr(episodes, "ids"):
+        return train, _episodes(episodes, "val", size) or train
     n_val = len(train) // 10 or (1 if len(train) >= 2 else 0)
     return (train[:len(train) - n_val], train[len(train) - n_val:]) if n_val else (train, train)
 
@@ -294,7 +300,7 @@ def train_idm(episodes, out: str | os.PathLike, steps: int = 3000, batch_size: i
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch_size must be >= 1, got steps={steps}, batch_size={batch_size}")
     config = config or IDMConfig()
-    train_eps, val_eps = _split(episodes, val)
+    train_eps, val_eps = _split(episodes, val, config.size)
     bank = _PairBank(train_eps, config.size, config.threshold)
     val_set = _eval_set(val_eps, config, val_pairs, seed)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -329,9 +335,10 @@ def train_idm(episodes, out: str | os.PathLike, steps: int = 3000, batch_size: i
     model = model.cpu().eval()
     metrics = {"val": val_metrics}
     if hasattr(episodes, "ids") and episodes.ids("test"):
-        metrics["test"] = accuracy(model, *_eval_set(_episodes(episodes, "test"), config, val_pairs, seed))
-    data = (f"{len(train_eps)} episodes of {episodes if hasattr(episodes, 'ids') else 'npz files'} "
-            f"({len(bank.index)} frame pairs), {len(val_eps)} for validation")
+        test_eps = _episodes(episodes, "test", config.size)
+        metrics["test"] = accuracy(model, *_eval_set(test_eps, config, val_pairs, seed))
+    source = getattr(episodes, "root", "an episode dataset") if hasattr(episodes, "ids") else "npz files"
+    data = f"{len(train_eps)} episodes of {source} ({len(bank.index)} frame pairs), {len(val_eps)} for validation"
     model.save_pretrained(out, trained={"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed,
                                         "data": data, "run_dir": str(out), "pairs": len(bank.index),
                                         "device": device, "train_episodes": [n for n, _ in train_eps],

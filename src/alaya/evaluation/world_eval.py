@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ONE_SHOT, check_actions
 from alaya.evaluation import metrics as M
-from alaya.evaluation.inverse_dynamics import (InverseDynamics, accuracy, check_episode, load_episode,
+from alaya.evaluation.inverse_dynamics import (InverseDynamics, accuracy, checked_episode, load_episode,
                                                resize_frames)
 
 
@@ -188,6 +188,9 @@ class _Driver:
 def load_episodes(episodes, n: int, split: str, size: int) -> list[tuple[str, dict]]:
     """(name, checked episode resized to ``size``) for the first ``n`` of: npz paths, episode
     dicts, or a dataset with ``ids(split)`` / ``load(id)``."""
+    if isinstance(episodes, (str, os.PathLike)):
+        raise ValueError(f"episodes: expected a list of npz paths or episode dicts, or a dataset; got "
+                         f"the single path {str(episodes)!r}")
     if hasattr(episodes, "ids") and hasattr(episodes, "load"):
         items = [(str(i), lambda i=i: episodes.load(i)) for i in episodes.ids(split)[:n]]
     else:
@@ -198,7 +201,7 @@ def load_episodes(episodes, n: int, split: str, size: int) -> list[tuple[str, di
                          else "episodes: empty")
     out = []
     for name, load in items:
-        ep = check_episode(load(), name)
+        ep = checked_episode(load(), name)
         out.append((name, {**ep, "rgb": resize_frames(ep["rgb"], size)}))
     return out
 
@@ -263,7 +266,7 @@ def evaluate_world(make_session: Callable[[], WorldSession], episodes, idm: Inve
     H, n_loop = cfg.horizon, 2 * cfg.loop_frames
     bar = tqdm(total=len(windows) * 2 * H + cfg.rollout_frames + 2 * cfg.loops * n_loop, desc="eval world",
                disable=not progress, dynamic_ncols=True, unit="frame")
-    rows, samples, pairs = [], [], []
+    rows, pairs = [], []
     for i, s, t0, shuffled in windows:
         name, ep = eps[i]
         real, actions = ep["rgb"][s, t0:t0 + H + 1], ep["actions"][t0 + 1:t0 + H + 1]
@@ -276,20 +279,15 @@ def evaluate_world(make_session: Callable[[], WorldSession], episodes, idm: Inve
                      "baseline_psnr": psnr_frames(np.repeat(real[:1], H, 0), real[1:]),
                      "psnr_shuffled": psnr_frames(gen_shuffled, real[1:])})
         pairs.append((real, np.concatenate([real[:1], gen]), actions))
-        if len(samples) < cfg.samples and all(x["episode"] != name for x in samples):
-            samples.append({"episode": name, "style": rows[-1]["style"], "t0": t0, "real": real,
-                            "generated": gen})
     result = _replay_metrics(rows, H)
-    by_style = {}
-    for r, p in zip(rows, pairs):
-        by_style.setdefault(r["style"], ([], []))
-        by_style[r["style"]][0].append(r)
-        by_style[r["style"]][1].append(p)
-    result["per_style"] = {st: _replay_metrics(rs, H, summary=True) for st, (rs, _) in by_style.items()}
+    by_style: dict[str, list[int]] = {}
+    for j, r in enumerate(rows):
+        by_style.setdefault(r["style"], []).append(j)
+    result["per_style"] = {st: _replay_metrics([rows[j] for j in js], H, summary=True) for st, js in by_style.items()}
     if idm is not None:
         result.update(_idm_metrics(idm, pairs))
-        for st, (_, ps) in by_style.items():
-            result["per_style"][st].update(_idm_metrics(idm, ps, detail=False))
+        for st, js in by_style.items():
+            result["per_style"][st].update(_idm_metrics(idm, [pairs[j] for j in js], detail=False))
     result.update(_long_rollout(drive, eps, cfg, prompts, bar))
     result.update(_loops(drive, eps, cfg, prompts, rng, bar))
     bar.close()
@@ -297,8 +295,21 @@ def evaluate_world(make_session: Callable[[], WorldSession], episodes, idm: Inve
     result["config"] = asdict(cfg)
     result["episodes"] = [name for name, _ in eps]
     result["rows"] = [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()} for r in rows]
-    result["samples"] = samples
+    result["samples"] = _pick_samples(rows, pairs, cfg.samples)
     return result
+
+
+def _pick_samples(rows: list[dict], pairs: list[tuple], n: int) -> list[dict]:
+    """Up to ``n`` replay windows for the contact sheet: one per episode, new styles first."""
+    out, episodes, styles = [], set(), set()
+    for new_style in (True, False):
+        for r, (real, gen, _) in zip(rows, pairs):
+            if len(out) < n and r["episode"] not in episodes and not (new_style and r["style"] in styles):
+                out.append({"episode": r["episode"], "style": r["style"], "t0": r["t0"], "real": real,
+                            "generated": gen[1:]})
+                episodes.add(r["episode"])
+                styles.add(r["style"])
+    return out
 
 
 def _replay_metrics(rows: list[dict], H: int, summary: bool = False) -> dict:
@@ -317,14 +328,13 @@ def _replay_metrics(rows: list[dict], H: int, summary: bool = False) -> dict:
 
 
 def _idm_metrics(idm: InverseDynamics, pairs: list[tuple], detail: bool = True) -> dict:
-    """IDM balanced accuracy on real and on generated consecutive pairs, against true actions."""
-    real = np.concatenate([p[0] for p in pairs])
-    gen = np.concatenate([p[1] for p in pairs])
-    first = np.concatenate([np.arange(len(p[0]) - 1) + sum(len(q[0]) for q in pairs[:j])
-                            for j, p in enumerate(pairs)])
+    """IDM balanced accuracy on real and on generated consecutive pairs, against true actions;
+    ``pairs``: (real (H+1, ...), generated with the real start (H+1, ...), actions (H, 8))."""
+    real_prev, real_next = (np.concatenate([p[0][a:b] for p in pairs]) for a, b in ((0, -1), (1, None)))
+    gen_prev, gen_next = (np.concatenate([p[1][a:b] for p in pairs]) for a, b in ((0, -1), (1, None)))
     actions = np.concatenate([p[2] for p in pairs])
-    acc_real = accuracy(idm, real[first], real[first + 1], actions)
-    acc_gen = accuracy(idm, gen[first], gen[first + 1], actions)
+    acc_real = accuracy(idm, real_prev, real_next, actions)
+    acc_gen = accuracy(idm, gen_prev, gen_next, actions)
     r, g = acc_real["balanced_accuracy"], acc_gen["balanced_accuracy"]
     out = {"idm_accuracy_real": r, "idm_accuracy_generated": g, "idm_ratio": g / r if r > 0 else None}
     if detail:

@@ -44,9 +44,10 @@ def contact_sheet(samples: list[dict]) -> Image.Image:
 
 
 def loop_sheet(loop_samples: dict[str, dict[str, np.ndarray]]) -> Image.Image:
-    """One row per loop kind: start | turning point | return."""
+    """One row per loop kind: start | turning point | return (small frames upscaled to >= 96 px)."""
     cols = ("start", "turning_point", "return")
-    h, w = next(iter(loop_samples.values()))["start"].shape[:2]
+    h0 = next(iter(loop_samples.values()))["start"].shape[0]
+    h = w = h0 * max(1, -(-96 // h0))
     label_w, head_h = 60, 16
     sheet = Image.new("RGB", (label_w + w * len(cols), head_h + h * len(loop_samples)), (24, 24, 24))
     draw = ImageDraw.Draw(sheet)
@@ -55,7 +56,8 @@ def loop_sheet(loop_samples: dict[str, dict[str, np.ndarray]]) -> Image.Image:
     for i, (kind, frames) in enumerate(loop_samples.items()):
         draw.text((4, head_h + i * h + h // 2 - 6), kind, fill=(230, 230, 230))
         for j, c in enumerate(cols):
-            sheet.paste(Image.fromarray(frames[c]), (label_w + j * w, head_h + i * h))
+            tile = Image.fromarray(frames[c]).resize((w, h), Image.NEAREST)
+            sheet.paste(tile, (label_w + j * w, head_h + i * h))
     return sheet
 
 
@@ -74,6 +76,7 @@ def _plots(result: dict, folder: Path) -> None:
     ax.set_ylabel("PSNR (dB)")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
+    fig.tight_layout()
     _save_fig(fig, folder / "psnr_horizon.png")
 
     series = result["rollout_series"]

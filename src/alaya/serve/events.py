@@ -71,8 +71,14 @@ EVENTS = TypeAdapter(Event)
 
 def parse_event(text: str | bytes) -> Move | Look | Action | Prompt | Style | View | Reset:
     """The event in a WebSocket text message; ValueError with a readable reason otherwise."""
+    return parse_with(EVENTS, text)
+
+
+def parse_with(events: TypeAdapter, text: str | bytes):
+    """``text`` validated by ``events`` (a union of event models); ValueError naming the fields
+    at fault otherwise."""
     try:
-        return EVENTS.validate_json(text)
+        return events.validate_json(text)
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'message'}: {e['msg']}"
                              for e in err.errors()[:3])

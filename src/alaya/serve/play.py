@@ -2,6 +2,8 @@
 
 Loads the shipped student and tiny codecs once (``SessionFactory``), then serves the page and
 one WebSocket per player (``alaya.serve.web``) with uvicorn on 127.0.0.1 unless told otherwise.
+``alaya play --world``: no engine; the world model predicts every frame from the player's
+actions (``WorldSessionFactory``, ``alaya.serve.world_web``).
 """
 
 from __future__ import annotations
@@ -19,20 +21,34 @@ class PlayConfig:
     gbuffer_encoder: str = "weights/tiny_gbuffer_encoder"
     decoder: str = "weights/tiny_decoder"
     backend: str = "onnx"
-    size: int = 128
+    size: int | None = None                                 # None: 128, or 64 with world
     fps: float = 30.0
     max_sessions: int = 8
     token: str | None = None
     allowed_origins: tuple[str, ...] = ()
     seed: int = 0
-    prompt: str = "a clear sunny noon"
+    prompt: str | None = None                               # None: the mode's default below
     threads: int | None = None
+    world: bool = False                                     # the world model instead of the engine
+    world_weights: str = "weights/world_model"
+
+    def __post_init__(self):
+        if self.size is None:
+            self.size = 64 if self.world else 128
+        if self.prompt is None:
+            self.prompt = "a golden sunset" if self.world else "a clear sunny noon"
 
 
 def build_app(cfg: PlayConfig):
+    from alaya.serve.web import WebConfig, create_app
+
+    web = WebConfig(max_sessions=cfg.max_sessions, token=cfg.token, allowed_origins=cfg.allowed_origins,
+                    fps=cfg.fps, prompt=cfg.prompt, seed=cfg.seed,
+                    extra_info={"weights": cfg.world_weights if cfg.world else cfg.weights})
+    if cfg.world:
+        return _build_world_app(cfg, web)
     from alaya.engine.interactive import InteractiveConfig, InteractiveStream
     from alaya.runtime import SessionFactory
-    from alaya.serve.web import WebConfig, create_app
 
     factory = SessionFactory.from_pretrained(cfg.weights, cfg.gbuffer_encoder, cfg.decoder, size=cfg.size,
                                              backend=cfg.backend, threads=cfg.threads)
@@ -41,9 +57,20 @@ def build_app(cfg: PlayConfig):
     def make_stream():
         return InteractiveStream(seed=cfg.seed, config=InteractiveConfig(size=cfg.size, fps=cfg.fps))
 
-    web = WebConfig(max_sessions=cfg.max_sessions, token=cfg.token, allowed_origins=cfg.allowed_origins,
-                    fps=cfg.fps, prompt=cfg.prompt, seed=cfg.seed, extra_info={"weights": cfg.weights})
     return create_app(factory, make_stream, web)
+
+
+def _build_world_app(cfg: PlayConfig, web):
+    from alaya.data.actions import ActionText
+    from alaya.runtime.world_session import WorldSessionFactory, load_start_frames
+    from alaya.serve.world_web import create_world_app
+
+    factory = WorldSessionFactory.from_pretrained(cfg.world_weights, decoder=cfg.decoder, size=cfg.size,
+                                                  backend=cfg.backend, threads=cfg.threads)
+    starts = load_start_frames(cfg.world_weights, cfg.size)
+    actions = ActionText(factory.encoder)
+    actions.resolve("cast a fireball")                       # load the text model before the first player
+    return create_world_app(factory, starts, web, actions)
 
 
 def serve(cfg: PlayConfig) -> None:
@@ -64,20 +91,26 @@ def serve(cfg: PlayConfig) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     d = PlayConfig()
+    p.add_argument("--world", action="store_true", help="no engine: the world model predicts every frame "
+                   "from the player's actions")
+    p.add_argument("--world-weights", default=d.world_weights, help="the world model (save_pretrained folder "
+                   "with starts/*.png beside it), for --world")
     p.add_argument("--host", default=d.host, help="address to bind (default: this machine only)")
     p.add_argument("--port", type=int, default=d.port)
     p.add_argument("--weights", default=d.weights, help="the student (save_pretrained folder)")
     p.add_argument("--backend", default=d.backend, choices=["onnx", "torch"])
-    p.add_argument("--size", type=int, default=d.size, help="frame size (square, a multiple of 16)")
-    p.add_argument("--fps", type=float, default=d.fps, help="target frame rate of the engine")
+    p.add_argument("--size", type=int, default=None, help="frame size (square, a multiple of 16; default "
+                   "128, or 64 with --world)")
+    p.add_argument("--fps", type=float, default=d.fps, help="target frame rate of the engine (or world model)")
     p.add_argument("--max-sessions", type=int, default=d.max_sessions)
     p.add_argument("--token", default=os.environ.get("ALAYA_TOKEN"), help="require ?token=... (or $ALAYA_TOKEN)")
     p.add_argument("--allow-origin", action="append", default=[], help="extra allowed Origin (repeatable)")
     p.add_argument("--seed", type=int, default=d.seed, help="the world's scene seed")
-    p.add_argument("--prompt", default=d.prompt, help="the look at the start")
+    p.add_argument("--prompt", default=None, help="the look at the start (default: 'a clear sunny noon', "
+                   "or 'a golden sunset' with --world)")
 
 
 def config_from_args(a: argparse.Namespace) -> PlayConfig:
     return PlayConfig(host=a.host, port=a.port, weights=a.weights, backend=a.backend, size=a.size, fps=a.fps,
                       max_sessions=a.max_sessions, token=a.token, allowed_origins=tuple(a.allow_origin),
-                      seed=a.seed, prompt=a.prompt)
+                      seed=a.seed, prompt=a.prompt, world=a.world, world_weights=a.world_weights)

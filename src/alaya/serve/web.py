@@ -13,6 +13,10 @@ Guards: sessions beyond ``max_sessions`` are refused with a close reason (code 1
 error first; an optional token (``?token=``); an Origin check (same host as the page, or listed
 in ``allowed_origins``); inbound messages over ``max_message_bytes`` and malformed events get
 an error message and the session goes on.
+
+The server is the same for every kind of play: a :class:`Game` names its mode (the page adapts
+to it, from ``GET /schema``), parses events and makes one :class:`Player` per WebSocket. This
+module's ``create_app`` is the engine mode; ``alaya.serve.world_web`` the world model's.
 """
 
 from __future__ import annotations
@@ -81,6 +85,15 @@ def channel_view(frame: dict, channel: str) -> np.ndarray:
     return np.ascontiguousarray(img[0])
 
 
+def _call_soon(loop: asyncio.AbstractEventLoop, fn, *args) -> None:
+    """``fn(*args)`` on ``loop`` from another thread; nothing if the loop has closed (the server
+    is shutting down and the session with it)."""
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:
+        pass
+
+
 class _Mailbox:
     """Newest-only hand-over from the model thread to the event loop."""
 
@@ -89,7 +102,7 @@ class _Mailbox:
         self.dropped = 0
 
     def put(self, item) -> None:                           # model thread
-        self.loop.call_soon_threadsafe(self._put, item)
+        _call_soon(self.loop, self._put, item)
 
     def _put(self, item) -> None:
         if self.item is not None:
@@ -113,10 +126,71 @@ def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...
     return host is not None and parsed.netloc == host
 
 
+@dataclass
+class Player:
+    """One WebSocket's game, made when it connects: the model-side ``session`` (``step(x)`` ->
+    uint8 RGB, ``prompt``), ``make_stream()`` for the loop's input thread, and ``handle(event,
+    loop)``, which applies one parsed event and may return a JSON reply (ValueError: an error
+    message for the page, and the session goes on)."""
+    session: object
+    make_stream: Callable[[], object]
+    handle: Callable[[object, RealtimeLoop], dict | None]
+
+
+@dataclass
+class Game:
+    """What one kind of play plugs into the server."""
+    mode: str                                       # "engine" or "world": the page adapts to it
+    size: int
+    schema: dict                                    # served at /schema, with mode, size, fps, header
+    parse: Callable[[str | bytes], object]          # raw message -> event, or ValueError
+    new_player: Callable[[], Player]                # blocking (loads, encodes): runs in an executor
+
+
+def prompt_text(event: Prompt | Style) -> str:
+    """The prompt a prompt or style event asks for."""
+    return event.text if isinstance(event, Prompt) else get_style(event.name).phrasings[0]
+
+
 def create_app(factory, make_stream: Callable[[], object], config: WebConfig | None = None) -> FastAPI:
-    """The app: ``factory`` is a :class:`~alaya.runtime.SessionFactory`; ``make_stream()``
-    builds one interactive engine world (called on each session's engine thread)."""
+    """The engine mode: ``factory`` is a :class:`~alaya.runtime.SessionFactory`;
+    ``make_stream()`` builds one interactive engine world (called on each session's engine
+    thread)."""
     cfg = config or WebConfig()
+
+    def new_player() -> Player:
+        state = {"style": "clear_noon"}
+        return Player(factory.new(cfg.prompt, cfg.seed), make_stream,
+                      lambda event, rt: _engine_event(event, rt, state))
+
+    return create_game_app(Game("engine", factory.size, schema(), parse_event, new_player), cfg)
+
+
+def _engine_event(event, rt: RealtimeLoop, state: dict) -> None:
+    if isinstance(event, Move):
+        rt.engine_command(lambda s: s.set_movement(event.forward, event.strafe, event.up))
+    elif isinstance(event, Look):
+        rt.engine_command(lambda s: s.look(event.dyaw, event.dpitch))
+    elif isinstance(event, Action):
+        rt.engine_command(lambda s: s.act(event.name))
+    elif isinstance(event, (Prompt, Style)):
+        if isinstance(event, Style):
+            state["style"] = event.name
+        rt.model_command(lambda s, text=prompt_text(event): s.set_prompt(text))
+    elif isinstance(event, View):
+        if event.channel == "none":
+            rt.side_view(None)
+        elif event.channel == "reference":
+            rt.side_view(lambda s, f: s.render_style(state["style"]))
+        else:
+            rt.side_view(lambda s, f, c=event.channel: channel_view(f, c))
+    elif isinstance(event, Reset):
+        rt.engine_command(lambda s: s.reset())
+        rt.model_command(lambda s: s.reset())
+
+
+def create_game_app(game: Game, cfg: WebConfig) -> FastAPI:
+    """The page, ``/health``, ``/schema`` and the guarded ``/ws`` for any :class:`Game`."""
     app = FastAPI(title="alaya play", docs_url=None, redoc_url=None)
     slots = threading.BoundedSemaphore(cfg.max_sessions)
     active = {"n": 0}
@@ -136,8 +210,8 @@ def create_app(factory, make_stream: Callable[[], object], config: WebConfig | N
 
     @app.get("/schema")
     def get_schema() -> JSONResponse:
-        return JSONResponse({**schema(), "size": factory.size, "fps": cfg.fps, "header": "<Qd: frame index, "
-                             "engine start time (s)", **cfg.extra_info})
+        return JSONResponse({**game.schema, "mode": game.mode, "size": game.size, "fps": cfg.fps,
+                             "header": "<Qd: frame index, engine start time (s)", **cfg.extra_info})
 
     @app.websocket("/ws")
     async def play(ws: WebSocket) -> None:
@@ -155,7 +229,7 @@ def create_app(factory, make_stream: Callable[[], object], config: WebConfig | N
             return
         active["n"] += 1
         try:
-            await _run_session(ws, factory, make_stream, cfg)
+            await _run_session(ws, game, cfg)
         finally:
             active["n"] -= 1
             slots.release()
@@ -163,18 +237,17 @@ def create_app(factory, make_stream: Callable[[], object], config: WebConfig | N
     return app
 
 
-async def _run_session(ws: WebSocket, factory, make_stream, cfg: WebConfig) -> None:
+async def _run_session(ws: WebSocket, game: Game, cfg: WebConfig) -> None:
     loop = asyncio.get_running_loop()
     box = _Mailbox(loop)
     errors: asyncio.Queue = asyncio.Queue(maxsize=8)
 
     def report(err: BaseException) -> None:
-        loop.call_soon_threadsafe(lambda: errors.full() or errors.put_nowait(str(err)))
+        _call_soon(loop, lambda: errors.full() or errors.put_nowait(str(err)))
 
-    session = await loop.run_in_executor(None, lambda: factory.new(cfg.prompt, cfg.seed))
-    rt = RealtimeLoop(make_stream, session, box.put, LoopConfig(fps=cfg.fps), on_error=report)
+    player = await loop.run_in_executor(None, game.new_player)
+    rt = RealtimeLoop(player.make_stream, player.session, box.put, LoopConfig(fps=cfg.fps), on_error=report)
     await loop.run_in_executor(None, rt.start)
-    state = {"style": "clear_noon"}
 
     async def send_frames() -> None:
         while True:
@@ -184,32 +257,9 @@ async def _run_session(ws: WebSocket, factory, make_stream, cfg: WebConfig) -> N
             await ws.send_bytes(HEADER.pack(out.index, out.engine_start) + data)
             if out.index % cfg.stats_every == 0:
                 await ws.send_text(json.dumps({"type": "stats", **rt.stats(), **out.timings,
-                                               "dropped": box.dropped, "prompt": session.prompt}))
+                                               "dropped": box.dropped, "prompt": player.session.prompt}))
             while not errors.empty():
                 await ws.send_text(json.dumps({"type": "error", "message": errors.get_nowait()}))
-
-    def apply(event) -> None:
-        if isinstance(event, Move):
-            rt.engine_command(lambda s: s.set_movement(event.forward, event.strafe, event.up))
-        elif isinstance(event, Look):
-            rt.engine_command(lambda s: s.look(event.dyaw, event.dpitch))
-        elif isinstance(event, Action):
-            rt.engine_command(lambda s: s.act(event.name))
-        elif isinstance(event, (Prompt, Style)):
-            text = event.text if isinstance(event, Prompt) else get_style(event.name).phrasings[0]
-            if isinstance(event, Style):
-                state["style"] = event.name
-            rt.model_command(lambda s: s.set_prompt(text))
-        elif isinstance(event, View):
-            if event.channel == "none":
-                rt.side_view(None)
-            elif event.channel == "reference":
-                rt.side_view(lambda s, f: s.render_style(state["style"]))
-            else:
-                rt.side_view(lambda s, f, c=event.channel: channel_view(f, c))
-        elif isinstance(event, Reset):
-            rt.engine_command(lambda s: s.reset())
-            rt.model_command(lambda s: s.reset())
 
     sender = asyncio.create_task(send_frames())
     try:
@@ -225,9 +275,11 @@ async def _run_session(ws: WebSocket, factory, make_stream, cfg: WebConfig) -> N
                                                f"message of {len(raw)} bytes; the limit is {cfg.max_message_bytes}"}))
                 continue
             try:
-                apply(parse_event(raw))
+                reply = await loop.run_in_executor(None, player.handle, game.parse(raw), rt)
             except ValueError as err:
-                await ws.send_text(json.dumps({"type": "error", "message": str(err)}))
+                reply = {"type": "error", "message": str(err)}
+            if reply is not None:
+                await ws.send_text(json.dumps(reply))
     except WebSocketDisconnect:
         pass
     finally:

@@ -1,0 +1,86 @@
+"""World-model benchmark: frames per second of one playing session (action row in, RGB out).
+
+For each size (64 and 128 by default) it starts a ``WorldSession`` on the shipped weights (the
+onnxruntime backend unless ``--backend torch``), plays ``--frames`` frames of a scripted action
+sequence (walking, turning, and a one-shot action now and then) and reports the median and
+99th-percentile frame time and FPS. The model is trained at 64²; 128² runs the same
+convolutional network on 16x16 latents and is reported for speed only. Torch uses one thread,
+as in the server.
+
+Usage: python bench/world.py [--frames 1000] [--sizes 64 128] [--backend onnx]
+Prints a table, then one JSON object as its last line (keys ``fps_64``, ``fps_128``, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from alaya.data.actions import ONE_SHOT, action_vector  # noqa: E402
+from alaya.runtime.world_session import WorldSessionFactory, load_start_frames  # noqa: E402
+
+
+def scripted_actions(n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    rows, hold = [], 0
+    nav = (0.0, 0.0, 0.0)
+    for _ in range(n):
+        if hold <= 0:
+            nav = (float(rng.choice([0.0, 1.0, 1.0, -1.0])), float(rng.choice([0.0, 0.0, 1.0, -1.0])),
+                   float(rng.choice([0.0, 1.0, -1.0])))
+            hold = int(rng.integers(10, 40))
+        hold -= 1
+        act = ONE_SHOT[int(rng.integers(len(ONE_SHOT)))] if rng.random() < 0.03 else None
+        rows.append(action_vector(nav[0], nav[1], nav[2], 0.0, act))
+    return rows
+
+
+def run(size: int, frames: int, backend: str, weights: str, warmup: int = 20) -> dict:
+    factory = WorldSessionFactory.from_pretrained(weights, size=size, backend=backend, threads=1)
+    start = load_start_frames(weights)[0]
+    if start.shape[0] != size:
+        start = np.asarray(Image.fromarray(start).resize((size, size), Image.BICUBIC))
+    session = factory.new("a golden sunset", seed=0)
+    session.reset(start)
+    rows = scripted_actions(frames + warmup)
+    times = []
+    for k, row in enumerate(rows):
+        t0 = time.perf_counter()
+        session.step(row)
+        if k >= warmup:
+            times.append(time.perf_counter() - t0)
+    ms = np.array(times) * 1000
+    return {"size": size, "frames": frames, "p50_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99)),
+            "fps": float(1000 / np.median(ms))}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--frames", type=int, default=1000)
+    p.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
+    p.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
+    p.add_argument("--weights", default="weights/world_model")
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    rows = [run(s, a.frames, a.backend, a.weights) for s in a.sizes]
+    print("| size | median ms | p99 ms | FPS |\n|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['size']} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['fps']:.1f} |")
+    out = {f"fps_{r['size']}": round(r["fps"], 2) for r in rows}
+    out.update({f"p50_ms_{r['size']}": round(r["p50_ms"], 2) for r in rows})
+    out.update({f"p99_ms_{r['size']}": round(r["p99_ms"], 2) for r in rows})
+    out.update({"backend": a.backend, "frames": a.frames, "weights": a.weights})
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

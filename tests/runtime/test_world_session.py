@@ -1,0 +1,109 @@
+"""WorldSession: deterministic, action-driven, flat memory, torch and onnxruntime agree."""
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.codecs.autoencoder import Autoencoder
+from alaya.codecs.tiny import TinyDecoder
+from alaya.data.actions import ActionError, action_vector
+from alaya.models.world import WorldModel, WorldModelConfig
+from alaya.runtime.backends import ONNX_TOLERANCE
+from alaya.runtime.world_session import WorldSession, load_start_frames
+
+SIZE = 32
+
+
+@pytest.fixture(scope="module")
+def parts():
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig(widths=(16, 32), emb_dim=32))
+    with torch.no_grad():                     # zero-initialised layers (output, modulation): give them weights
+        for p in model.parameters():
+            if p.abs().sum() == 0:
+                p.normal_(0, 0.05)
+    return model, Autoencoder.from_pretrained("weights/autoencoder"), TinyDecoder.from_pretrained("weights/tiny_decoder")
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from alaya.text import PromptEncoder
+    return PromptEncoder()
+
+
+@pytest.fixture(scope="module")
+def start():
+    y, x = np.mgrid[0:SIZE, 0:SIZE]
+    return np.stack([x * 8, y * 8, (x + y) * 4], -1).astype(np.uint8)
+
+
+def play(session, start, rows):
+    session.reset(start, "a golden sunset")
+    return np.stack([session.step(r) for r in rows])
+
+
+ROWS = [action_vector(1.0, 0.0, 0.5), action_vector(act="spell"), action_vector(0.0, -1.0, 0.0)] * 3
+
+
+def test_same_start_seed_and_actions_give_the_same_frames(parts, start, encoder):
+    a = play(WorldSession(*parts, encoder=encoder, size=SIZE, seed=3), start, ROWS)
+    b = play(WorldSession(*parts, encoder=encoder, size=SIZE, seed=3), start, ROWS)
+    assert a.shape == (len(ROWS), SIZE, SIZE, 3) and a.dtype == np.uint8
+    assert np.array_equal(a, b)
+    s = WorldSession(*parts, encoder=encoder, size=SIZE, seed=3)
+    play(s, start, ROWS[:4])                        # a reset forgets everything before it
+    assert np.array_equal(play(s, start, ROWS), a)
+
+
+def test_actions_change_the_frames(parts, start, encoder):
+    moved = play(WorldSession(*parts, encoder=encoder, size=SIZE), start, ROWS)
+    still = play(WorldSession(*parts, encoder=encoder, size=SIZE), start, [action_vector()] * len(ROWS))
+    assert not np.array_equal(moved, still)
+
+
+def test_state_has_a_fixed_size(parts, start, encoder):
+    s = WorldSession(*parts, encoder=encoder, size=SIZE)
+    s.reset(start)
+    shapes = None
+    for k in range(40):
+        s.step(ROWS[k % len(ROWS)])
+        now = [tuple(s.context.shape), tuple(s.valid.shape), tuple(s.actions.shape), tuple(s.decoder_state.shape)]
+        assert shapes is None or now == shapes
+        shapes = now
+
+
+def test_onnx_matches_torch(parts, start, encoder):
+    t = WorldSession(*parts, encoder=encoder, size=SIZE, backend="torch")
+    o = WorldSession(*parts, encoder=encoder, size=SIZE, backend="onnx")
+    for s in (t, o):
+        s.reset(start, "a golden sunset")
+    for row in ROWS:
+        zt, zo = t.step_latent(row), o.step_latent(row)
+        assert (zt - zo).abs().max() < ONNX_TOLERANCE
+
+
+def test_bad_input_is_refused_and_the_session_goes_on(parts, start, encoder):
+    s = WorldSession(*parts, encoder=encoder, size=SIZE)
+    with pytest.raises(RuntimeError, match="reset"):
+        s.step(action_vector())
+    with pytest.raises(ValueError, match="start frame"):
+        s.reset(start.astype(np.float32))
+    with pytest.raises(ValueError, match="start frame"):
+        s.reset(start[:16])
+    s.reset(start)
+    with pytest.raises(ActionError, match="forward"):
+        s.step([2.0, 0, 0, 0, 0, 0, 0, 0])
+    with pytest.raises(ActionError, match="shape"):
+        s.step(np.zeros((2, 8)))
+    assert s.step(action_vector()).shape == (SIZE, SIZE, 3)
+
+
+def test_start_frames_are_checked(tmp_path):
+    with pytest.raises(FileNotFoundError, match="start frames"):
+        load_start_frames(tmp_path)
+    from PIL import Image
+    (tmp_path / "starts").mkdir()
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(tmp_path / "starts" / "a.png")
+    assert load_start_frames(tmp_path, 16)[0].shape == (16, 16, 3)
+    with pytest.raises(ValueError, match="expected 32x32"):
+        load_start_frames(tmp_path, 32)
