@@ -371,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="student 'meanflow', world: self-generated context frames")
     tr.add_argument("--rollout-prob", type=float, default=0.0,
                     help="world: share of batches trained on self-generated context (0 = off)")
-    tr.add_argument("--context-noise", type=float, default=0.3, help="world: context noise augmentation level")
+    tr.add_argument("--context-noise", type=float, default=0.5, help="world: context noise augmentation level")
     tr.add_argument("--world-widths", help="world: widths of a new world model, e.g. 64,96")
     tr.add_argument("--student-widths", help="student 'ar': widths of a new student, e.g. 48,64")
     tr.add_argument("--data-weight", type=float, default=0.0,

@@ -60,3 +60,11 @@ def test_flash_stream_bench_prints_json():
     for key in ("psnr_first", "psnr_last", "psnr_drift_db", "rss_growth_mb", "fps", "dropped_frames"):
         assert key in r
     assert r["dropped_frames"] == 0 and len(r["switch_frames"]) == 4
+
+
+@pytest.mark.skipif(not (ROOT / "weights" / "world_model" / "model.safetensors").exists(),
+                    reason="world-model weights not shipped")
+def test_world_bench_prints_json():
+    r = last_json(["bench/world.py", "--frames", "5", "--sizes", "64", "128"])
+    assert r["fps_64"] > 0 and r["fps_128"] > 0 and r["frames"] == 5
+    assert r["p99_ms_64"] >= r["p50_ms_64"]

@@ -9,15 +9,17 @@ import torch
 from alaya.engine.game import GameConfig
 from alaya.engine.gameplay import GameplayConfig, record_gameplay
 from alaya.models.world import WorldModel, WorldModelConfig
-from alaya.models.world_training import WorldTrainConfig, draw_batch, LatentEpisodes, encode_episodes, train_world
+from alaya.codecs.patch import PatchCodec
+from alaya.models.world_training import LatentEpisodes, WorldTrainConfig, draw_batch, train_world
 from alaya.train.loop import TrainConfig
 
 TINY = WorldModelConfig(widths=(16, 32), emb_dim=32)
 
 
 def inputs(B=2, h=4, cfg=TINY):
-    return dict(z=torch.randn(B, 32, h, h), t=torch.rand(B), anchor=torch.randn(B, 32, h, h),
-                context=torch.randn(B, cfg.context, 32, h, h), valid=torch.ones(B, cfg.context, 1, h, h),
+    C = cfg.latent_channels
+    return dict(z=torch.randn(B, C, h, h), t=torch.rand(B), anchor=torch.randn(B, C, h, h),
+                context=torch.randn(B, cfg.context, C, h, h), valid=torch.ones(B, cfg.context, 1, h, h),
                 style=torch.randn(B, 384), actions=torch.zeros(B, cfg.action_history, 8), noise=torch.zeros(B))
 
 
@@ -50,6 +52,20 @@ def test_actions_and_anchor_change_the_prediction():
 
 
 @pytest.fixture(scope="module")
+def encoder():
+    from alaya.text import PromptEncoder
+    return PromptEncoder()
+
+
+def test_config_checks_the_codec():
+    with pytest.raises(ValueError, match="codec"):
+        WorldModelConfig(codec="jpeg")
+    with pytest.raises(ValueError, match="48 latent channels"):
+        WorldModelConfig(latent_channels=32)
+    assert WorldModelConfig(codec="autoencoder", latent_channels=32).factor == 8
+
+
+@pytest.fixture(scope="module")
 def episodes(tmp_path_factory):
     root = tmp_path_factory.mktemp("episodes")
     record_gameplay(root, GameplayConfig(episodes=12, frames=8, game=GameConfig(size=32, warmup_frames=10)),
@@ -57,21 +73,21 @@ def episodes(tmp_path_factory):
     return root
 
 
-def test_batches_respect_causality_and_episode_starts(episodes):
-    from alaya.codecs.autoencoder import Autoencoder, AutoencoderConfig
-    from alaya.text import PromptEncoder
-    ae = Autoencoder(AutoencoderConfig(channels=(8, 8, 8))).eval()
-    folder = encode_episodes(str(episodes), ae, progress=False)
-    data = LatentEpisodes(str(episodes), folder, "train", PromptEncoder())
+def test_batches_respect_causality_and_episode_starts(episodes, encoder):
+    data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
     cfg = WorldTrainConfig(data=str(episodes), model=TINY, start_fraction=0.5)
     rng = np.random.default_rng(0)
     e, st = rng.integers(len(data.ids), size=64), rng.integers(2, size=64)
-    x, anchor, ctx, valid, rows, style, n = draw_batch(data, cfg, rng, e, st, data.latents.shape[2])
+    x, anchor, ctx, valid, rows, style, n = draw_batch(data, cfg, rng, e, st, data.shape[2])
+
+    def frame(b, k):
+        return data.latent([e[b]], [st[b]], [k])[0]
+
     for b in range(64):
-        assert torch.equal(x[b], data.latents[e[b], st[b], n[b]].float())
+        assert torch.equal(x[b], frame(b, n[b]))
         for j in range(TINY.context):                     # context j = frame n-1-j, invalid before 0
             if n[b] - 1 - j >= 0:
-                assert valid[b, j].all() and torch.equal(ctx[b, j], data.latents[e[b], st[b], n[b] - 1 - j].float())
+                assert valid[b, j].all() and torch.equal(ctx[b, j], frame(b, n[b] - 1 - j))
             else:
                 assert not valid[b, j].any()
         assert torch.equal(rows[b, 0], data.actions[e[b], n[b]])   # the row that led to frame n
@@ -79,11 +95,8 @@ def test_batches_respect_causality_and_episode_starts(episodes):
 
 
 def test_training_runs_resumes_and_saves(episodes, tmp_path):
-    from alaya.codecs.autoencoder import Autoencoder, AutoencoderConfig
-    ae_dir = tmp_path / "ae"
-    Autoencoder(AutoencoderConfig(channels=(8, 8, 8))).save_pretrained(ae_dir)
     run = tmp_path / "run"
-    cfg = WorldTrainConfig(data=str(episodes), autoencoder=str(ae_dir), out=str(tmp_path / "out"), model=TINY,
+    cfg = WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=TINY,
                            rollout=2, rollout_prob=1.0, val_batches=1, val_batch_size=4,
                            train=TrainConfig(run_dir=str(run), steps=4, batch_size=4, log_every=2, val_every=2,
                                              ckpt_every=2, progress=False))

@@ -22,7 +22,7 @@ def parts():
         for p in model.parameters():
             if p.abs().sum() == 0:
                 p.normal_(0, 0.05)
-    return model, Autoencoder.from_pretrained("weights/autoencoder"), TinyDecoder.from_pretrained("weights/tiny_decoder")
+    return (model,)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,8 @@ def test_state_has_a_fixed_size(parts, start, encoder):
     shapes = None
     for k in range(40):
         s.step(ROWS[k % len(ROWS)])
-        now = [tuple(s.context.shape), tuple(s.valid.shape), tuple(s.actions.shape), tuple(s.decoder_state.shape)]
+        now = [tuple(s.context.shape), tuple(s.valid.shape), tuple(s.actions.shape),
+               None if s.decoder_state is None else tuple(s.decoder_state.shape)]
         assert shapes is None or now == shapes
         shapes = now
 
@@ -96,6 +97,17 @@ def test_bad_input_is_refused_and_the_session_goes_on(parts, start, encoder):
     with pytest.raises(ActionError, match="shape"):
         s.step(np.zeros((2, 8)))
     assert s.step(action_vector()).shape == (SIZE, SIZE, 3)
+
+
+def test_a_model_in_the_autoencoders_latent_space_runs_with_its_codecs(start, encoder):
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig(codec="autoencoder", latent_channels=32, widths=(16, 32), emb_dim=32))
+    with pytest.raises(ValueError, match="autoencoder"):
+        WorldSession(model, encoder=encoder, size=SIZE)
+    s = WorldSession(model, Autoencoder.from_pretrained("weights/autoencoder"),
+                     TinyDecoder.from_pretrained("weights/tiny_decoder"), encoder=encoder, size=SIZE)
+    s.reset(start)
+    assert s.context.shape[-1] == SIZE // 8 and s.step(action_vector()).shape == (SIZE, SIZE, 3)
 
 
 def test_start_frames_are_checked(tmp_path):

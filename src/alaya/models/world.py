@@ -30,9 +30,14 @@ from alaya.models.student import Student, StudentConfig, sample_student
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
 
+CODECS = ("patch4", "autoencoder")
+
+
 @dataclass
 class WorldModelConfig:
-    latent_channels: int = 32
+    codec: str = "patch4"            # its latent space: "patch4" (lossless 4x4 space-to-depth,
+                                     # alaya.codecs.patch) or "autoencoder" (weights/autoencoder, 8x)
+    latent_channels: int = 48
     text_dim: int = 384
     action_dim: int = ACTION_DIM
     action_history: int = 3          # action rows it sees: frame n's, n-1's, ...
@@ -41,8 +46,19 @@ class WorldModelConfig:
     blocks: int = 1
     emb_dim: int = 192
     steps: int = 4                   # sampling steps
-    sigma_data: float = 0.75
+    sigma_data: float = 0.5
     play_context_noise: float = 0.05 # noise level added to the context at play time
+
+    def __post_init__(self):
+        if self.codec not in CODECS:
+            raise ValueError(f"codec must be one of {CODECS}, got {self.codec!r}")
+        if self.codec == "patch4" and self.latent_channels != 48:
+            raise ValueError(f"codec 'patch4' has 48 latent channels, got latent_channels={self.latent_channels}")
+
+    @property
+    def factor(self) -> int:
+        """Pixels per latent pixel along each axis."""
+        return 4 if self.codec == "patch4" else 8
 
     @property
     def cond_dim(self) -> int:

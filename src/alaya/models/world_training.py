@@ -29,6 +29,7 @@ from safetensors.torch import load_file
 from tqdm import tqdm
 
 from alaya.codecs.autoencoder import Autoencoder
+from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.data.episodes import EpisodeDataset
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight
 from alaya.models.student import push_context
@@ -46,9 +47,9 @@ class WorldTrainConfig:
     init: str | None = None              # continue from these world-model weights
     out: str = "weights/world_model"
     model: WorldModelConfig = field(default_factory=WorldModelConfig)
-    context_noise: float = 0.3           # noise augmentation: level ~ U(0, this) ...
+    context_noise: float = 0.5           # noise augmentation: level ~ U(0, this) ...
     noise_prob: float = 0.8              # ... on this share of samples (the rest: clean context)
-    start_fraction: float = 0.05         # samples at the start of an episode (little context)
+    start_fraction: float = 0.1          # samples at the start of an episode (little context)
     recent_anchor: float = 0.3           # share of anchors drawn from the last 32 frames
     rollout: int = 0                     # self-rollout: generated context frames (0 = off)
     rollout_prob: float = 0.5
@@ -90,10 +91,14 @@ def encode_episodes(root: str, ae: Autoencoder, progress: bool = True, batch: in
 
 
 class LatentEpisodes:
-    """One split's episodes in memory: latents (N, S, T, C, h, w) float16, actions (N, T, 8),
-    and each style's phrasing embeddings."""
+    """One split's episodes in memory, actions (N, T, 8) and each style's phrasing embeddings,
+    plus either cached autoencoder latents (N, S, T, C, h, w) float16 (``folder``) or the frames
+    themselves, uint8 (N, S, T, H, W, 3), encoded on the fly by a ``PatchCodec`` (``patch``)."""
 
-    def __init__(self, root: str, folder: Path, split: str, encoder: PromptEncoder):
+    def __init__(self, root: str, folder: Path | None, split: str, encoder: PromptEncoder,
+                 patch: PatchCodec | None = None):
+        if (folder is None) == (patch is None):
+            raise ValueError("LatentEpisodes needs exactly one of a latent cache folder and a patch codec")
         ds = EpisodeDataset(root)
         ids = ds.ids(split)
         if not ids:
@@ -106,18 +111,31 @@ class LatentEpisodes:
                 styles = names
             elif names != styles:
                 raise ValueError(f"{ds.path(eid)}: key 'styles' is {names}, other episodes have {styles}")
-            lat.append(load_file(str(folder / f"{eid}.safetensors"))["rgb"])
+            lat.append(torch.from_numpy(ep["rgb"]) if patch is not None
+                       else load_file(str(folder / f"{eid}.safetensors"))["rgb"])
             acts.append(torch.from_numpy(ep["actions"]))
-        lengths = {x.shape[1] for x in lat}
-        T = min(lengths)
-        self.latents = torch.stack([x[:, :T] for x in lat])
+        T = min(x.shape[1] for x in lat)
+        self.store = torch.stack([x[:, :T] for x in lat])
+        self.patch = patch
         self.actions = torch.stack([a[:T] for a in acts])
         self.styles = styles
         self.phrasings = [encoder.encode(list(ds.meta.styles[s])) for s in styles]
         self.ids = ids
 
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(episodes, styles, frames)."""
+        return tuple(self.store.shape[:3])
+
+    def latent(self, e, st, idx) -> torch.Tensor:
+        """Latents (B, C, h, w) float32 of frames ``idx`` of episodes ``e`` in styles ``st``."""
+        x = self.store[e, st, idx]
+        if self.patch is None:
+            return x.float()
+        return self.patch.encode(x.permute(0, 3, 1, 2).float() / 255)
+
     def sample(self, size: int, seed: int, index: int, text_noise: float):
-        n, s, T = self.latents.shape[:3]
+        n, s, T = self.shape
         rng = np.random.default_rng([seed, index])
         e, st = rng.integers(n, size=size), rng.integers(s, size=size)
         return rng, e, st, T
@@ -135,14 +153,13 @@ def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Gener
     anchor_idx = np.where(recent, np.maximum(n - rng.integers(1, 33, size=B), 0),
                           (rng.random(B) * n).astype(int))
     anchor_idx = np.where(start, 0, anchor_idx)
-    lat = data.latents
-    x = lat[e, st, n].float()
-    anchor = lat[e, st, anchor_idx].float()
+    x = data.latent(e, st, n)
+    anchor = data.latent(e, st, anchor_idx)
     C, h, w = x.shape[1:]
     ctx, valid = torch.zeros(B, K, C, h, w), torch.zeros(B, K, 1, h, w)
     for j in range(K, 0, -1):                                   # oldest first, newest ends in front
         idx = np.maximum(n - j, 0)
-        ctx, valid = push_context(ctx, valid, lat[e, st, idx].float())
+        ctx, valid = push_context(ctx, valid, data.latent(e, st, idx))
         valid[torch.from_numpy(n - j < 0), 0] = 0
     rows = torch.stack([torch.where(torch.from_numpy(n - a >= 1)[:, None],
                                     data.actions[e, np.maximum(n - a, 0)], torch.zeros(B, m.action_dim))
@@ -171,7 +188,7 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
     # the context of the oldest generated frame: frames n-r-1 ... n-r-K (real)
     g_ctx, g_valid = torch.zeros_like(ctx), torch.zeros_like(valid)
     for j in range(K + r, r, -1):
-        g_ctx, g_valid = push_context(g_ctx, g_valid, data.latents[e, st, np.maximum(n - j, 0)].float())
+        g_ctx, g_valid = push_context(g_ctx, g_valid, data.latent(e, st, np.maximum(n - j, 0)))
         g_valid[torch.from_numpy(n - j < 0), 0] = 0
     was_training = model.training
     model.eval()
@@ -184,7 +201,7 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
         noisy = (g_ctx + level.view(B, 1, 1, 1, 1) * torch.from_numpy(rng.standard_normal(g_ctx.shape)).float()) * g_valid
         z = torch.from_numpy(rng.standard_normal((B, *ctx.shape[2:]))).float()
         out = model.sample(z, anchor, noisy, g_valid, style, rows, level, steps=cfg.rollout_steps)
-        real = data.latents[e, st, np.maximum(f, 0)].float()
+        real = data.latent(e, st, np.maximum(f, 0))
         out = torch.where(torch.from_numpy(f >= 1).view(B, 1, 1, 1), out, real)   # frame 0 stays real
         g_ctx, g_valid = push_context(g_ctx, g_valid, out)
         g_valid[torch.from_numpy(f < 0), 0] = 0
@@ -211,19 +228,23 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
 
 
 def train_world(cfg: WorldTrainConfig) -> WorldModel:
-    ae = Autoencoder.from_pretrained(cfg.autoencoder).eval()
-    folder = encode_episodes(cfg.data, ae, progress=cfg.train.progress)
-    encoder = PromptEncoder()
-    train = LatentEpisodes(cfg.data, folder, "train", encoder)
-    ds = EpisodeDataset(cfg.data)
-    held_out = next((s for s in ("val", "test") if ds.ids(s)), None)   # tiny datasets may lack val
-    val = LatentEpisodes(cfg.data, folder, held_out, encoder) if held_out else None
-    if cfg.model.latent_channels != ae.latent_channels:
-        raise ValueError(f"model.latent_channels {cfg.model.latent_channels} != the autoencoder's "
-                         f"{ae.latent_channels}")
     model = WorldModel.from_pretrained(cfg.init) if cfg.init else WorldModel(cfg.model)
     cfg.model = model.config
-    weights = latent_channel_weights(ae, cfg.channel_weight_mix)
+    if cfg.model.codec == "patch4":
+        folder, patch = None, PatchCodec(PatchCodecConfig(factor=4))
+        weights = torch.ones(cfg.model.latent_channels)
+    else:
+        ae = Autoencoder.from_pretrained(cfg.autoencoder).eval()
+        if cfg.model.latent_channels != ae.latent_channels:
+            raise ValueError(f"model.latent_channels {cfg.model.latent_channels} != the autoencoder's "
+                             f"{ae.latent_channels}")
+        folder, patch = encode_episodes(cfg.data, ae, progress=cfg.train.progress), None
+        weights = latent_channel_weights(ae, cfg.channel_weight_mix)
+    encoder = PromptEncoder()
+    train = LatentEpisodes(cfg.data, folder, "train", encoder, patch)
+    ds = EpisodeDataset(cfg.data)
+    held_out = next((s for s in ("val", "test") if ds.ids(s)), None)   # tiny datasets may lack val
+    val = LatentEpisodes(cfg.data, folder, held_out, encoder, patch) if held_out else None
     tc = cfg.train
 
     def loss_fn(m, index):

@@ -86,7 +86,7 @@ class TorchBackend:
     def _run(self, name: str, *args: torch.Tensor):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
             out = self.nets[name](*args)
-        return tuple(o.float() for o in out) if isinstance(out, tuple) else out.float()
+        return tuple(None if o is None else o.float() for o in out) if isinstance(out, tuple) else out.float()
 
     def frame(self, x, context, valid):
         return self._run("frame", x, context, valid)
@@ -126,18 +126,25 @@ class FullCodecBackend:
         return self.autoencoder.decode(z), previous
 
 
-def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int):
-    """Zero tensors with the shapes of one frame at ``size`` x ``size`` (batch 1). Without a
-    G-buffer encoder the frame graph takes the conditioning latent (1, G, size/8, size/8)."""
+def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
+                   factor: int = 8):
+    """Zero tensors with the shapes of one frame at ``size`` x ``size`` (batch 1), with latents
+    ``factor`` times smaller. Without a G-buffer encoder the frame graph takes the conditioning
+    latent (1, G, size/factor, size/factor)."""
     c = student.config
-    h = size // 8
+    h = size // factor
     x = (torch.zeros(1, GBUFFER_INPUT_CHANNELS, size, size) if encoder is not None
          else torch.zeros(1, c.gbuffer_channels, h, h))
     return {"frame": (x, torch.zeros(1, c.context, c.latent_channels, h, h),
                       torch.zeros(1, c.context, 1, h, h)),
             "step": (torch.zeros(1, c.latent_channels, h, h), torch.full((1,), 0.5), torch.full((1,), 0.75),
                      torch.zeros(1, c.text_dim), torch.zeros(1, c.widths[0], h, h)),
-            "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, decoder.config.channels[0], h, h))}
+            "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, state_channels(decoder), h, h))}
+
+
+def state_channels(decoder) -> int:
+    """Channels of a streaming decoder's memory (a memoryless one declares ``state_channels``)."""
+    return getattr(decoder, "state_channels", None) or decoder.config.channels[0]
 
 
 NAMES = {"frame": (["x", "context", "valid"], ["g", "features"]),
@@ -146,15 +153,16 @@ NAMES = {"frame": (["x", "context", "valid"], ["g", "features"]),
 
 
 def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, folder: str | os.PathLike,
-                size: int = 128) -> Path:
+                size: int = 128, factor: int = 8) -> Path:
     """Write ``frame.onnx``, ``step.onnx`` and ``decode.onnx`` for frames of ``size`` x ``size``
-    into ``folder`` (each written to a temporary name, then renamed)."""
+    (latents ``factor`` times smaller) into ``folder`` (each written to a temporary name, then
+    renamed)."""
     if size % 16:
         raise ValueError(f"frame size must be a multiple of 16, got {size}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     nets = {"frame": _FrameNet(student, encoder), "step": _StepNet(student), "decode": _DecodeNet(decoder)}
-    inputs = example_inputs(student, encoder, decoder, size)
+    inputs = example_inputs(student, encoder, decoder, size, factor)
     for name, net in nets.items():
         tmp = folder / f".{name}.{os.getpid()}.onnx"
         ins, outs = NAMES[name]
@@ -192,11 +200,12 @@ class OnnxBackend:
 
     @classmethod
     def from_modules(cls, student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
-                     folder: str | os.PathLike | None = None, threads: int | None = None) -> "OnnxBackend":
+                     folder: str | os.PathLike | None = None, threads: int | None = None,
+                     factor: int = 8) -> "OnnxBackend":
         """Export the graphs for ``size`` (into a temporary folder unless ``folder``) and load them."""
         if folder is None:
             folder = tempfile.mkdtemp(prefix="alaya-onnx-")
-        return cls(export_onnx(student, encoder, decoder, folder, size), threads, size)
+        return cls(export_onnx(student, encoder, decoder, folder, size, factor), threads, size)
 
     def _run(self, name: str, *args: torch.Tensor) -> list[torch.Tensor]:
         ins, _ = NAMES[name]

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
+from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.models.student import push_context
@@ -27,11 +28,13 @@ from alaya.text import PromptEncoder
 
 
 class WorldSession:
-    def __init__(self, model: WorldModel, autoencoder: Autoencoder, decoder: TinyDecoder,
+    def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
                  prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None,
                  seed: int = 0, size: int = 64, backend="torch", context_noise: float | None = None):
-        """``backend``: "torch", "onnx" (graphs exported once for ``size``) or a backend object
-        shared with other sessions (``WorldSessionFactory``)."""
+        """``autoencoder`` / ``decoder``: the model's codec (``codecs_for``: only a model in the
+        autoencoder's latent space needs them). ``backend``: "torch", "onnx" (graphs exported
+        once for ``size``) or a backend object shared with other sessions (``WorldSessionFactory``)."""
+        autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         if size <= 0 or size % 16:
@@ -46,7 +49,7 @@ class WorldSession:
         if backend == "torch":
             backend = TorchBackend(model.core, None, decoder, size=size)
         elif backend == "onnx":
-            backend = OnnxBackend.from_modules(model.core, None, decoder, size)
+            backend = OnnxBackend.from_modules(model.core, None, decoder, size, factor=c.factor)
         self.backend = backend
         self.encoder = encoder or PromptEncoder()
         self.times = torch.linspace(1.0, 0.0, self.steps + 1)
@@ -76,7 +79,7 @@ class WorldSession:
         c = self.model.config
         z = self.autoencoder.encode(x)
         self.anchor = z
-        h = self.size // 8
+        h = self.size // c.factor
         self.context = torch.zeros(1, c.context, c.latent_channels, h, h)
         self.valid = torch.zeros(1, c.context, 1, h, h)
         self.context, self.valid = push_context(self.context, self.valid, z)
@@ -114,24 +117,40 @@ class WorldSession:
         return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
 
+def codecs_for(model: WorldModel, autoencoder=None, decoder=None):
+    """(encoder of start frames, streaming decoder) for the model's latent space: one
+    ``PatchCodec`` for both, or the autoencoder and the tiny decoder, which must be given."""
+    if model.config.codec == "patch4":
+        codec = PatchCodec(PatchCodecConfig(factor=4)).eval()
+        return codec, codec
+    if autoencoder is None or decoder is None:
+        raise ValueError("this world model works in the autoencoder's latent space: pass autoencoder and decoder")
+    return autoencoder, decoder
+
+
 class WorldSessionFactory:
     """Many world sessions over one set of loaded weights and one (stateless) backend."""
 
-    def __init__(self, model: WorldModel, autoencoder: Autoencoder, decoder: TinyDecoder, size: int = 64,
-                 backend: str = "onnx", encoder: PromptEncoder | None = None, threads: int | None = None):
+    def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
+                 size: int = 64, backend: str = "onnx", encoder: PromptEncoder | None = None,
+                 threads: int | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         self.model, self.autoencoder, self.decoder = model.eval(), autoencoder.eval(), decoder.eval()
         self.size = size
         self.encoder = encoder or PromptEncoder()
-        self.backend = (OnnxBackend.from_modules(model.core, None, decoder, size, threads=threads)
+        self.backend = (OnnxBackend.from_modules(model.core, None, decoder, size, threads=threads,
+                                                 factor=model.config.factor)
                         if backend == "onnx" else TorchBackend(model.core, None, decoder, size=size))
 
     @classmethod
     def from_pretrained(cls, weights="weights/world_model", autoencoder="weights/autoencoder",
                         decoder="weights/tiny_decoder", **kwargs) -> "WorldSessionFactory":
-        return cls(WorldModel.from_pretrained(weights), Autoencoder.from_pretrained(autoencoder),
-                   TinyDecoder.from_pretrained(decoder), **kwargs)
+        model = WorldModel.from_pretrained(weights)
+        if model.config.codec == "patch4":
+            return cls(model, **kwargs)
+        return cls(model, Autoencoder.from_pretrained(autoencoder), TinyDecoder.from_pretrained(decoder), **kwargs)
 
     def new(self, prompt: str = "", seed: int = 0) -> WorldSession:
         return WorldSession(self.model, self.autoencoder, self.decoder, prompt=prompt, encoder=self.encoder,
