@@ -55,6 +55,8 @@ class WorldTrainConfig:
     rollout_prob: float = 0.5
     rollout_steps: int = 2               # sampling steps of the rollout (cheap; no gradient)
     text_noise: float = 0.5
+    uniform_t: float = 0.5               # share of training times drawn uniformly (the rest logit-normal):
+                                         # few-step sampling visits low t, which logit-normal rarely trains
     channel_weight_mix: float = 0.5      # per-channel loss weights (see latent_channel_weights)
     val_batches: int = 4                 # validation: this many fixed held-out batches ...
     val_batch_size: int = 32             # ... of this size
@@ -220,6 +222,8 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
     noisy, level = add_context_noise(ctx, valid, cfg, rng)
     B = x.shape[0]
     t = logit_normal_t(B, torch.Generator().manual_seed(int(rng.integers(2**31))))
+    uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
+    t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
     eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
     v = model(interpolate(x, eps, t), t, anchor, noisy, valid, style, rows, level)
     err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
