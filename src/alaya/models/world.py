@@ -46,7 +46,9 @@ class WorldModelConfig:
     blocks: int = 1
     emb_dim: int = 192
     steps: int = 4                   # sampling steps
-    sigma_data: float = 0.5
+    sigma_data: float = 0.25         # of what it generates: with ``residual``, x - context[0]
+    residual: bool = True            # generate the change from the newest context frame (as given,
+                                     # noise included): "copy the last frame" is the model's zero
     play_context_noise: float = 0.05 # noise level added to the context at play time
 
     def __post_init__(self):
@@ -101,9 +103,11 @@ class WorldModel(nn.Module):
     def sample(self, z: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
                style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor,
                steps: int | None = None) -> torch.Tensor:
-        """Frame n's latents from pure noise ``z`` in ``steps`` Euler steps (the core's sampler)."""
+        """Frame n's latents from pure noise ``z`` in ``steps`` Euler steps (the core's sampler);
+        with ``residual``, the newest context frame is added back."""
         ts = time_grid(steps or self.config.steps)
-        return sample_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
+        out = sample_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
+        return out + context[:, 0] if self.config.residual else out
 
     def save_pretrained(self, folder, **metadata) -> None:
         save_pretrained(self, folder, **metadata)

@@ -225,6 +225,8 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
     uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
     t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
     eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
+    if cfg.model.residual:                                     # the change from the context frame it is given
+        x = x - noisy[:, 0]
     v = model(interpolate(x, eps, t), t, anchor, noisy, valid, style, rows, level)
     err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
     per = err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)

@@ -106,6 +106,8 @@ class WorldSession:
         z = torch.randn(self.anchor.shape, generator=gen)
         for t, r in zip(self.times[:-1], self.times[1:]):
             z = z - (t - r) * self.backend.step(z, t.reshape(1), t.reshape(1), cond, features)
+        if self.model.config.residual:
+            z = z + noisy[:, 0]
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
 
