@@ -47,8 +47,8 @@ class WorldModelConfig:
     emb_dim: int = 192
     steps: int = 4                   # sampling steps
     sigma_data: float = 0.25         # of what it generates: with ``residual``, x - context[0]
-    residual: bool = True            # generate the change from the newest context frame (as given,
-                                     # noise included): "copy the last frame" is the model's zero
+    residual: bool = True            # generate the change from the newest context frame (before the
+                                     # context noise): "copy the last frame" is the model's zero
     play_context_noise: float = 0.05 # noise level added to the context at play time
 
     def __post_init__(self):
@@ -101,13 +101,16 @@ class WorldModel(nn.Module):
 
     @torch.no_grad()
     def sample(self, z: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
-               style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor,
-               steps: int | None = None) -> torch.Tensor:
-        """Frame n's latents from pure noise ``z`` in ``steps`` Euler steps (the core's sampler);
-        with ``residual``, the newest context frame is added back."""
+               style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor, steps: int | None = None,
+               base: torch.Tensor | None = None) -> torch.Tensor:
+        """Frame n's latents from pure noise ``z`` in ``steps`` Euler steps (the core's sampler),
+        given the (noise-augmented) ``context``; with ``residual``, ``base`` — the newest context
+        frame before augmentation (default ``context[:, 0]``) — is added back."""
         ts = time_grid(steps or self.config.steps)
         out = sample_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
-        return out + context[:, 0] if self.config.residual else out
+        if not self.config.residual:
+            return out
+        return out + (context[:, 0] if base is None else base)
 
     def save_pretrained(self, folder, **metadata) -> None:
         save_pretrained(self, folder, **metadata)

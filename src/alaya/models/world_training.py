@@ -53,7 +53,7 @@ class WorldTrainConfig:
     recent_anchor: float = 0.3           # share of anchors drawn from the last 32 frames
     rollout: int = 0                     # self-rollout: generated context frames (0 = off)
     rollout_prob: float = 0.5
-    rollout_steps: int = 2               # sampling steps of the rollout (cheap; no gradient)
+    rollout_steps: int = 1               # sampling steps of the rollout (cheap; no gradient)
     text_noise: float = 0.5
     uniform_t: float = 0.5               # share of training times drawn uniformly (the rest logit-normal):
                                          # few-step sampling visits low t, which logit-normal rarely trains
@@ -202,7 +202,7 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
         level = torch.full((B,), m.play_context_noise)
         noisy = (g_ctx + level.view(B, 1, 1, 1, 1) * torch.from_numpy(rng.standard_normal(g_ctx.shape)).float()) * g_valid
         z = torch.from_numpy(rng.standard_normal((B, *ctx.shape[2:]))).float()
-        out = model.sample(z, anchor, noisy, g_valid, style, rows, level, steps=cfg.rollout_steps)
+        out = model.sample(z, anchor, noisy, g_valid, style, rows, level, steps=cfg.rollout_steps, base=g_ctx[:, 0])
         real = data.latent(e, st, np.maximum(f, 0))
         out = torch.where(torch.from_numpy(f >= 1).view(B, 1, 1, 1), out, real)   # frame 0 stays real
         g_ctx, g_valid = push_context(g_ctx, g_valid, out)
@@ -225,8 +225,8 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
     uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
     t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
     eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
-    if cfg.model.residual:                                     # the change from the context frame it is given
-        x = x - noisy[:, 0]
+    if cfg.model.residual:                       # the change from the newest context frame, before its noise
+        x = x - ctx[:, 0]
     v = model(interpolate(x, eps, t), t, anchor, noisy, valid, style, rows, level)
     err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
     per = err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)

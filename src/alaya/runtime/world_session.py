@@ -107,7 +107,7 @@ class WorldSession:
         for t, r in zip(self.times[:-1], self.times[1:]):
             z = z - (t - r) * self.backend.step(z, t.reshape(1), t.reshape(1), cond, features)
         if self.model.config.residual:
-            z = z + noisy[:, 0]
+            z = z + self.context[:, 0]
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
 
