@@ -119,3 +119,18 @@ def test_start_frames_are_checked(tmp_path):
     assert load_start_frames(tmp_path, 16)[0].shape == (16, 16, 3)
     with pytest.raises(ValueError, match="expected 32x32"):
         load_start_frames(tmp_path, 32)
+
+
+def test_stabilizer_removes_grid_periodic_drift_and_keeps_real_change():
+    from alaya.codecs.patch import PatchCodec
+    from alaya.runtime.world_session import stabilize_patch_latent
+    codec = PatchCodec().eval()
+    prev = codec.encode(torch.rand(1, 3, 32, 32) * 0.5 + 0.25)
+    brighter = codec.encode(codec.decode(prev) + 0.1)                # a real change: all pixels brighter
+    assert torch.allclose(stabilize_patch_latent(brighter, prev), brighter, atol=1e-5)
+    grid = torch.zeros(1, 3, 32, 32)
+    grid[:, :, ::4, ::4] = 0.2                                        # a pattern locked to the 4x4 grid
+    drifted = codec.encode(codec.decode(prev) + grid)
+    fixed = codec.decode(stabilize_patch_latent(drifted, prev))
+    assert (fixed - codec.decode(prev)).abs().max() < (grid.max() / 10)
+    assert stabilize_patch_latent(prev + 5, prev).max() <= 1.0        # the codec's range holds

@@ -47,9 +47,9 @@ class WorldModelConfig:
     emb_dim: int = 192
     steps: int = 4                   # sampling steps
     sigma_data: float = 0.25         # of what it generates: with ``residual``, x - context[0]
-    residual: bool = True            # generate the change from the newest context frame (before the
-                                     # context noise): "copy the last frame" is the model's zero
-    play_context_noise: float = 0.05 # noise level added to the context at play time
+    residual: bool = True            # generate the change from the newest context frame as given
+                                     # (training: noise included): "copy the last frame" is its zero
+    play_context_noise: float = 0.1  # noise level the model is told its context has at play time
 
     def __post_init__(self):
         if self.codec not in CODECS:

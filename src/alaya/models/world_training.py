@@ -199,8 +199,8 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
         rows = torch.stack([torch.where(torch.from_numpy(f - a >= 1)[:, None],
                                         data.actions[e, np.maximum(f - a, 0)], torch.zeros(B, m.action_dim))
                             for a in range(m.action_history)], 1)
-        level = torch.full((B,), m.play_context_noise)
-        noisy = (g_ctx + level.view(B, 1, 1, 1, 1) * torch.from_numpy(rng.standard_normal(g_ctx.shape)).float()) * g_valid
+        level = torch.full((B,), m.play_context_noise)    # as at play: told, not added (WorldSession)
+        noisy = g_ctx * g_valid
         z = torch.from_numpy(rng.standard_normal((B, *ctx.shape[2:]))).float()
         out = model.sample(z, anchor, noisy, g_valid, style, rows, level, steps=cfg.rollout_steps, base=g_ctx[:, 0])
         real = data.latent(e, st, np.maximum(f, 0))
@@ -225,8 +225,8 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
     uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
     t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
     eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
-    if cfg.model.residual:                       # the change from the newest context frame, before its noise
-        x = x - ctx[:, 0]
+    if cfg.model.residual:                       # the change from the newest context frame as it is given,
+        x = x - noisy[:, 0]                      # noise included: the model learns to remove that noise
     v = model(interpolate(x, eps, t), t, anchor, noisy, valid, style, rows, level)
     err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
     per = err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)

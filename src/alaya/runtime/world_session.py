@@ -30,7 +30,8 @@ from alaya.text import PromptEncoder
 class WorldSession:
     def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
                  prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None,
-                 seed: int = 0, size: int = 64, backend="torch", context_noise: float | None = None):
+                 seed: int = 0, size: int = 64, backend="torch", context_noise: float | None = None,
+                 stabilize: bool = True):
         """``autoencoder`` / ``decoder``: the model's codec (``codecs_for``: only a model in the
         autoencoder's latent space needs them). ``backend``: "torch", "onnx" (graphs exported
         once for ``size``) or a backend object shared with other sessions (``WorldSessionFactory``)."""
@@ -44,7 +45,7 @@ class WorldSession:
         self.steps = c.steps if steps is None else steps
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
-        self.size, self.seed = size, seed
+        self.size, self.seed, self.stabilize = size, seed, stabilize
         self.context_noise = c.play_context_noise if context_noise is None else context_noise
         if backend == "torch":
             backend = TorchBackend(model.core, None, decoder, size=size)
@@ -99,8 +100,12 @@ class WorldSession:
         self.frame_index += 1
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.frame_index)
         self.actions = torch.cat([torch.from_numpy(row)[None, None], self.actions[:, :-1]], 1)
+        # The model was trained on contexts corrupted by noise of a level it is told, and to remove
+        # that noise from the newest frame. At play the context is its own output: it is told
+        # the play level but gets no noise, so it removes what looks like noise (its own
+        # accumulated errors) instead of compounding them.
         level = torch.full((1,), float(self.context_noise))
-        noisy = (self.context + level * torch.randn(self.context.shape, generator=gen)) * self.valid
+        noisy = self.context * self.valid
         cond = self.model.pack(self.style, self.actions, level)
         _, features = self.backend.frame(self.anchor, noisy, self.valid)
         z = torch.randn(self.anchor.shape, generator=gen)
@@ -108,6 +113,8 @@ class WorldSession:
             z = z - (t - r) * self.backend.step(z, t.reshape(1), t.reshape(1), cond, features)
         if self.model.config.residual:
             z = z + self.context[:, 0]
+        if self.stabilize and self.model.config.codec == "patch4":
+            z = stabilize_patch_latent(z, self.context[:, 0])
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
 
@@ -117,6 +124,19 @@ class WorldSession:
         z = self.step_latent(action)
         img, self.decoder_state = self.backend.decode(z, self.decoder_state)
         return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+
+
+def stabilize_patch_latent(z: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+    """Two projections that keep a long rollout in the patch space (``PatchCodec``, 4x4) from
+    drifting: the frame-to-frame change loses its frame-wide 4-periodic part (the mean change of
+    each sub-pixel position differs from its colour's mean change only through error: natural
+    motion is not aligned to the patch grid, while a small per-channel bias, added every frame,
+    grows into a grid pattern), and values stay in the codec's range [-1, 1]."""
+    B, C, h, w = z.shape
+    change = (z - previous).reshape(B, 3, C // 3, h, w)
+    offset = change.mean((3, 4), keepdim=True)
+    change = change - (offset - offset.mean(2, keepdim=True))
+    return (previous + change.reshape(B, C, h, w)).clamp(-1.0, 1.0)
 
 
 def codecs_for(model: WorldModel, autoencoder=None, decoder=None):
