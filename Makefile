@@ -77,6 +77,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/flash_ablation.py
 	$(BIN)/python bench/flash_stream.py
 	$(BIN)/python bench/play.py
+	$(BIN)/python bench/world.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info src/*.egg-info
