@@ -66,7 +66,6 @@ def test_attack_swings_a_visible_blade_and_knocks_objects(game):
     blade = [i for i, d in game.scene.instances.items() if d == "blade"][0]
     # put a movable body right in front of the player
     name = game.world.dynamic_bodies[0]
-    body = game.world.model.body(name).id
     ahead = game.camera_position + 1.5 * np.array([math.cos(game.yaw), math.sin(game.yaw), 0.0])
     jnt = game.world.model.joint(f"{name}_free")
     game.world.data.qpos[jnt.qposadr[0]:jnt.qposadr[0] + 3] = ahead

@@ -100,6 +100,24 @@ def check_contract(
     return dims
 
 
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: a temporary dot-file in the same folder, fsync,
+    rename, then the folder's entry flushed. A killed writer leaves the old file (or none)."""
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+    return path
+
+
 def fsync_dir(folder: Path) -> None:
     """Flush a folder's entries (a rename in it) to disk; best effort where unsupported."""
     try:

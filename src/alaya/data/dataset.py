@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from alaya.data.clipio import read_clip
+from alaya.data.clipio import atomic_write_text, read_clip
 from alaya.data.contract import SCHEMA_VERSION
 
 META_FILE = "dataset.json"
@@ -197,17 +197,7 @@ def write_meta(root: str | os.PathLike[str], meta: DatasetMeta) -> Path:
     _validate(meta, str(root / META_FILE))
     root.mkdir(parents=True, exist_ok=True)
     path = root / META_FILE
-    tmp = root / f".{META_FILE}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(meta.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write_text(path, meta.to_json())
 
 
 def read_meta(root: str | os.PathLike[str]) -> DatasetMeta:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, ActionError, check_actions
-from alaya.data.clipio import ClipError, check_contract, fsync_dir, read_npz, write_npz
+from alaya.data.clipio import ClipError, atomic_write_text, check_contract, read_npz, write_npz
 from alaya.data.dataset import CLIP_ID_RE, SPLITS, MetaError, split_for_seed
 
 EPISODES_FILE = "episodes.json"
@@ -237,18 +237,7 @@ def write_meta(root: str | os.PathLike[str], meta: EpisodesMeta) -> Path:
     path = root / EPISODES_FILE
     validate_meta(meta, str(path))
     root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".{EPISODES_FILE}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(meta.to_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(root)
-    return path
+    return atomic_write_text(path, meta.to_json())
 
 
 def read_meta(root: str | os.PathLike[str]) -> EpisodesMeta:

@@ -28,6 +28,7 @@ Frames are centre-cropped to a square and area-resized (``recorder.fit_frame``).
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -37,7 +38,7 @@ import imageio.v3 as iio
 import numpy as np
 
 from alaya.data.actions import ACTION_DIM, NAVIGATION, NavigationScale
-from alaya.data.clipio import ClipError
+from alaya.data.clipio import ClipError, atomic_write_text
 from alaya.data.episodes import EPISODES_FILE, read_episode, read_meta
 from alaya.data.recorder import EpisodeRecorder, fit_frame
 
@@ -172,22 +173,13 @@ def read_poses(path: str | os.PathLike[str]) -> np.ndarray:
 
 def write_pose_csv(path: str | os.PathLike[str], world_to_camera: np.ndarray) -> Path:
     """(T, 4, 4) world_to_camera -> a pose CSV (camera-to-world position + quaternion), atomically."""
-    path = Path(path)
     c2w = invert_rigid(world_to_camera)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            out = csv.writer(f, lineterminator="\n")
-            out.writerow(POSE_COLUMNS)
-            for t, m in enumerate(c2w):
-                out.writerow([t, *(f"{v:.9g}" for v in (*m[:3, 3], *matrix_to_quaternion(m[:3, :3])))])
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(POSE_COLUMNS)
+    for t, m in enumerate(c2w):
+        out.writerow([t, *(f"{v:.9g}" for v in (*m[:3, 3], *matrix_to_quaternion(m[:3, :3])))])
+    return atomic_write_text(path, buf.getvalue())
 
 
 def actions_from_poses(world_to_camera: np.ndarray, fps: float,
