@@ -13,11 +13,12 @@ normals, rigid camera poses, ...). Every error names the file and the key.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import zipfile
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -100,14 +101,16 @@ def check_contract(
     return dims
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: a temporary dot-file in the same folder, fsync,
-    rename, then the folder's entry flushed. A killed writer leaves the old file (or none)."""
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs) -> Iterator:
+    """Open a temporary dot-file beside ``path`` (``.<name>.<pid>.tmp``); on a clean exit it
+    is fsynced and renamed over ``path`` and the folder entry flushed; on any error it is
+    removed. A killed writer leaves the old file (or none) and at most a dot-file readers skip."""
     path = Path(path)
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        with open(tmp, mode, **kwargs) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -115,7 +118,13 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
-    return path
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (``atomic_open``)."""
+    with atomic_open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return Path(path)
 
 
 def fsync_dir(folder: Path) -> None:
@@ -154,29 +163,14 @@ def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) ->
     path = Path(path)
     if path.suffix != ".npz":
         raise ClipError(path, None, "array files must end in .npz")
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            with zipfile.ZipFile(f, "w") as zf:
-                for key in sorted(arrays):
-                    buf = io.BytesIO()
-                    np.lib.format.write_array(
-                        buf, np.ascontiguousarray(arrays[key]), allow_pickle=False
-                    )
-                    info = zipfile.ZipInfo(f"{key}.npy", date_time=ZIP_DATE)
-                    info.create_system = 3
-                    info.external_attr = 0o644 << 16
-                    zf.writestr(
-                        info, buf.getvalue(), compress_type=zipfile.ZIP_DEFLATED,
-                        compresslevel=DEFLATE_LEVEL,
-                    )
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
+    with atomic_open(path, "wb") as f, zipfile.ZipFile(f, "w") as zf:
+        for key in sorted(arrays):
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.ascontiguousarray(arrays[key]), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=ZIP_DATE)
+            info.create_system = 3
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, buf.getvalue(), compress_type=zipfile.ZIP_DEFLATED, compresslevel=DEFLATE_LEVEL)
 
 
 _READ_ERRORS = (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, KeyError)
