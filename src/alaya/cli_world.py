@@ -1,0 +1,103 @@
+"""``alaya`` commands of the world model: recording and importing gameplay, evaluating a
+world model (``alaya train world`` / ``idm`` and ``alaya play --world`` live with their kin in
+``cli.py`` and ``serve/play.py``). Thin dispatch only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _record(a: argparse.Namespace) -> int:
+    if a.source == "game":
+        from alaya.engine.game import GameConfig
+        from alaya.engine.gameplay import GameplayConfig, record_gameplay
+        cfg = GameplayConfig(episodes=a.episodes, frames=a.frames, first_seed=a.seed, styles=tuple(a.styles),
+                             game=GameConfig(size=a.size))
+        done = record_gameplay(a.out, cfg, progress=not a.quiet)
+        print(f"recorded {len(done)} episodes into {a.out} ({a.frames} frames, {a.size}px, styles {', '.join(a.styles)})")
+        return 0
+    from alaya.data.gym_adapter import record_gym
+    paths = record_gym(a.env, a.out, episodes=a.episodes, max_steps=a.frames, size=a.size, seed=a.seed)
+    print(f"recorded {len(paths)} episodes of {a.env} into {a.out}")
+    return 0
+
+
+def _import_video(a: argparse.Namespace) -> int:
+    from alaya.data.video_import import import_video
+    result = import_video(a.video, a.poses, a.out, a.id, size=a.size, fps=a.fps, style=a.style)
+    print(f"imported {result.frames} frames at {result.fps:g} FPS into {result.path} "
+          f"({result.clipped} navigation values clipped to [-1, 1])")
+    return 0
+
+
+def _eval_world(a: argparse.Namespace) -> int:
+    from alaya.data.episodes import EpisodeDataset
+    from alaya.evaluation.world_eval import WorldEvalConfig, evaluate_world, load_idm, public_json
+    from alaya.evaluation.world_report import write_world_report
+    from alaya.runtime.world_session import WorldSessionFactory
+    factory = WorldSessionFactory.from_pretrained(a.weights, size=a.size, backend=a.backend)
+    ds = EpisodeDataset(a.data)
+    cfg = WorldEvalConfig(horizon=a.horizon, episodes=a.episodes, split=a.split, rollout_frames=a.rollout_frames,
+                          seed=a.seed)
+    result = evaluate_world(lambda: factory.new(seed=a.seed), ds, load_idm(a.idm or None), cfg, prompts=ds.meta.styles,
+                            progress=not a.json)
+    if a.report:
+        write_world_report(result, a.report, f"alaya eval world: {a.weights}")
+    out = public_json(result)
+    if a.json:
+        print(json.dumps({k: v for k, v in out.items() if k != "rows"}))
+    else:
+        for k in ("psnr_step16", "baseline_psnr_step16", "delta_psnr_actions", "idm_accuracy_real",
+                  "idm_accuracy_generated", "idm_ratio", "late_early_sharpness_ratio",
+                  "late_early_brightness_ratio", "colour_drift"):
+            if isinstance(out.get(k), (int, float)):
+                print(f"{k:30s} {out[k]:.4f}")
+        if a.report:
+            print(f"report: {Path(a.report) / 'report.md'}")
+    return 0
+
+
+def add_record_commands(sub, isub, style_names) -> None:
+    """``alaya record game|gym`` and ``alaya import video``."""
+    rc = sub.add_parser("record", help="record labelled gameplay episodes for the world model")
+    rc.add_argument("source", choices=["game", "gym"], help="game: our arena with scripted players; "
+                    "gym: any Gymnasium environment with an RGB render")
+    rc.add_argument("--out", required=True, help="episodes folder (created, or appended to)")
+    rc.add_argument("--env", default="CartPole-v1", help="gym: the environment id")
+    rc.add_argument("--episodes", type=int, default=160)
+    rc.add_argument("--frames", type=int, default=300, help="frames per episode (gym: at most)")
+    rc.add_argument("--size", type=int, default=64)
+    rc.add_argument("--styles", nargs="+", default=["golden_sunset", "snowy_winter"], choices=style_names)
+    rc.add_argument("--seed", type=int, default=0, help="first world seed (episode ep<seed>)")
+    rc.add_argument("--quiet", action="store_true")
+    rc.set_defaults(func=_record)
+    vi = isub.add_parser("video", help="a video + per-frame camera poses -> a world-model episode "
+                         "(navigation actions from pose deltas; docs/episodes.md)")
+    vi.add_argument("video", help="mp4, gif, ... (anything imageio reads)")
+    vi.add_argument("poses", help="CSV frame,x,y,z,qw,qx,qy,qz (camera to world) or .npy (T, 4, 4) world_to_camera")
+    vi.add_argument("--out", required=True, help="episodes folder (created, or appended to)")
+    vi.add_argument("--id", required=True, help="episode id")
+    vi.add_argument("--size", type=int, default=64)
+    vi.add_argument("--fps", type=float, default=None, help="default: the video's")
+    vi.add_argument("--style", default="video", help="style name the frames are stored under")
+    vi.set_defaults(func=_import_video)
+
+
+def add_eval_world_command(esub) -> None:
+    """``alaya eval world``."""
+    ew = esub.add_parser("world", help="a world model on held-out gameplay episodes")
+    ew.add_argument("--data", required=True, help="episodes folder (alaya record)")
+    ew.add_argument("--split", default="test")
+    ew.add_argument("--episodes", type=int, default=8, help="held-out episodes replayed")
+    ew.add_argument("--horizon", type=int, default=16)
+    ew.add_argument("--rollout-frames", type=int, default=3000, help="frames of the long rollout")
+    ew.add_argument("--weights", default="weights/world_model")
+    ew.add_argument("--idm", default="weights/inverse_dynamics", help="inverse-dynamics model ('' to skip)")
+    ew.add_argument("--size", type=int, default=64)
+    ew.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
+    ew.add_argument("--seed", type=int, default=0)
+    ew.add_argument("--report", help="folder for report.md, results.json, figures and a GIF")
+    ew.add_argument("--json", action="store_true", help="print one JSON object")
+    ew.set_defaults(func=_eval_world)
