@@ -18,7 +18,6 @@ keyed by the codec's hash). A training sample is one frame n of one episode in o
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from safetensors.torch import load_file
 from tqdm import tqdm
 
 from alaya.codecs.autoencoder import Autoencoder
+from alaya.codecs.latent_cache import codec_id
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.data.episodes import EpisodeDataset
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight
@@ -64,20 +64,12 @@ class WorldTrainConfig:
                                                                    lr=5e-4, ema=0.999))
 
 
-def _codec_hash(ae: Autoencoder) -> str:
-    h = hashlib.blake2b(digest_size=8)
-    for k, v in sorted(ae.state_dict().items()):
-        h.update(k.encode())
-        h.update(v.detach().contiguous().numpy().tobytes())
-    return h.hexdigest()
-
-
 @torch.no_grad()
 def encode_episodes(root: str, ae: Autoencoder, progress: bool = True, batch: int = 64) -> Path:
     """Encode every episode's frames (all styles) into ``root/latents/<codec>/<id>.safetensors``
     (``rgb`` (S, T, C, h, w) float16), skipping those already there; returns the folder."""
     ds = EpisodeDataset(root)
-    folder = Path(root) / "latents" / _codec_hash(ae)
+    folder = Path(root) / "latents" / codec_id(ae)
     folder.mkdir(parents=True, exist_ok=True)
     ae = ae.eval()
     for eid in tqdm(ds.ids(), desc="encoding episodes", disable=not progress):
