@@ -10,7 +10,8 @@ from alaya.engine.game import GameConfig
 from alaya.engine.gameplay import GameplayConfig, record_gameplay
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.codecs.patch import PatchCodec
-from alaya.models.world_training import LatentEpisodes, WorldTrainConfig, draw_batch, train_world
+from alaya.models.world_training import (LatentEpisodes, WorldTrainConfig, add_context_noise, draw_batch,
+                                         train_world)
 from alaya.train.loop import TrainConfig
 
 TINY = WorldModelConfig(widths=(16, 32), emb_dim=32)
@@ -109,3 +110,18 @@ def test_training_runs_resumes_and_saves(episodes, tmp_path):
     train_world(cfg)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [2, 4, 6]
+
+
+@pytest.mark.parametrize("shared", [0.0, 1.0])
+def test_context_noise_is_static_or_fresh_per_frame(shared):
+    """Shared noise is one draw for all context frames (a rollout's persistent errors); otherwise
+    each frame gets its own. Invalid frames stay zero and the told level is the one applied."""
+    cfg = WorldTrainConfig(data="unused", model=TINY, noise_prob=1.0, shared_noise=shared)
+    ctx = torch.zeros(4, TINY.context, TINY.latent_channels, 4, 4)
+    valid = torch.ones(4, TINY.context, 1, 4, 4)
+    valid[:, -1] = 0
+    noisy, level = add_context_noise(ctx, valid, cfg, np.random.default_rng(0))
+    assert (noisy[:, -1] == 0).all()
+    eps = noisy[:, :2] / level.view(4, 1, 1, 1, 1)
+    assert torch.allclose(eps.std((1, 2, 3, 4)), torch.ones(4), atol=0.2)   # level is the noise's scale
+    assert torch.equal(eps[:, 0], eps[:, 1]) == (shared == 1.0)

@@ -123,7 +123,7 @@ def test_start_frames_are_checked(tmp_path):
 
 def test_stabilizer_removes_grid_periodic_drift_and_keeps_real_change():
     from alaya.codecs.patch import PatchCodec
-    from alaya.runtime.world_session import stabilize_patch_latent
+    from alaya.codecs.patch import stabilize_patch_latent
     codec = PatchCodec().eval()
     prev = codec.encode(torch.rand(1, 3, 32, 32) * 0.5 + 0.25)
     brighter = codec.encode(codec.decode(prev) + 0.1)                # a real change: all pixels brighter

@@ -54,3 +54,16 @@ class PatchCodec(nn.Module):
 
     def forward(self, z: torch.Tensor, previous: torch.Tensor | None = None):
         return self.decode(z), previous
+
+
+def stabilize_patch_latent(z: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+    """Two projections that keep a long rollout in the patch space (``PatchCodec``, 4x4) from
+    drifting: the frame-to-frame change loses its frame-wide 4-periodic part (the mean change of
+    each sub-pixel position differs from its colour's mean change only through error: natural
+    motion is not aligned to the patch grid, while a small per-channel bias, added every frame,
+    grows into a grid pattern), and values stay in the codec's range [-1, 1]."""
+    B, C, h, w = z.shape
+    change = (z - previous).reshape(B, 3, C // 3, h, w)
+    offset = change.mean((3, 4), keepdim=True)
+    change = change - (offset - offset.mean(2, keepdim=True))
+    return (previous + change.reshape(B, C, h, w)).clamp(-1.0, 1.0)

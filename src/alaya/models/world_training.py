@@ -8,7 +8,8 @@ keyed by the codec's hash). A training sample is one frame n of one episode in o
 * anchor: an earlier frame of the same episode (the session's first frame at play time, so
   anything from a moment to thousands of frames ago), or frame n-1's... context at the start;
 * context: frames n-1 ... n-K, invalid before the episode's start, corrupted by Gaussian noise
-  of a random level the model is told (noise augmentation);
+  of a random level the model is told (noise augmentation); on part of the samples the same
+  noise in every context frame, like the errors a long rollout carries from frame to frame;
 * self-rollout (``rollout > 0``, a later stage): with probability ``rollout_prob`` the newest
   ``rollout`` context frames are the model's own few-step predictions (no gradient) from the
   real frames before them, so it learns to continue from what it generates, not only from
@@ -29,7 +30,7 @@ from tqdm import tqdm
 
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.latent_cache import codec_id
-from alaya.codecs.patch import PatchCodec, PatchCodecConfig
+from alaya.codecs.patch import PatchCodec, PatchCodecConfig, stabilize_patch_latent
 from alaya.data.episodes import EpisodeDataset
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight
 from alaya.models.student import push_context
@@ -49,6 +50,9 @@ class WorldTrainConfig:
     model: WorldModelConfig = field(default_factory=WorldModelConfig)
     context_noise: float = 0.5           # noise augmentation: level ~ U(0, this) ...
     noise_prob: float = 0.8              # ... on this share of samples (the rest: clean context)
+    shared_noise: float = 0.5            # share of noised samples whose noise is the same in every
+                                         # context frame: a rollout's own errors persist from frame to
+                                         # frame, so they must be removed by the image prior alone
     start_fraction: float = 0.1          # samples at the start of an episode (little context)
     recent_anchor: float = 0.3           # share of anchors drawn from the last 32 frames
     rollout: int = 0                     # self-rollout: generated context frames (0 = off)
@@ -167,7 +171,10 @@ def add_context_noise(ctx: torch.Tensor, valid: torch.Tensor, cfg: WorldTrainCon
     B = ctx.shape[0]
     level = rng.uniform(0, cfg.context_noise, B) * (rng.random(B) < cfg.noise_prob)
     level = torch.from_numpy(level).float()
-    noisy = ctx + level.view(B, 1, 1, 1, 1) * torch.from_numpy(rng.standard_normal(ctx.shape)).float()
+    eps = torch.from_numpy(rng.standard_normal(ctx.shape)).float()
+    shared = torch.from_numpy(rng.random(B) < cfg.shared_noise).view(B, 1, 1, 1, 1)
+    eps = torch.where(shared, eps[:, :1].expand_as(eps), eps)     # static noise: one draw for all K frames
+    noisy = ctx + level.view(B, 1, 1, 1, 1) * eps
     return noisy * valid, level
 
 
@@ -196,6 +203,8 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
         z = torch.from_numpy(rng.standard_normal((B, *ctx.shape[2:]))).float()
         out = model.sample(z, anchor, noisy, g_valid, style, rows, level, steps=cfg.rollout_steps, base=g_ctx[:, 0])
         real = data.latent(e, st, np.maximum(f, 0))
+        if m.codec == "patch4":                                  # as at play (WorldSession)
+            out = stabilize_patch_latent(out, g_ctx[:, 0])
         out = torch.where(torch.from_numpy(f >= 1).view(B, 1, 1, 1), out, real)   # frame 0 stays real
         g_ctx, g_valid = push_context(g_ctx, g_valid, out)
         g_valid[torch.from_numpy(f < 0), 0] = 0

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.patch import PatchCodec, PatchCodecConfig
+from alaya.codecs.patch import PatchCodec, PatchCodecConfig, stabilize_patch_latent
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.models.student import push_context
@@ -124,19 +124,6 @@ class WorldSession:
         z = self.step_latent(action)
         img, self.decoder_state = self.backend.decode(z, self.decoder_state)
         return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
-
-
-def stabilize_patch_latent(z: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-    """Two projections that keep a long rollout in the patch space (``PatchCodec``, 4x4) from
-    drifting: the frame-to-frame change loses its frame-wide 4-periodic part (the mean change of
-    each sub-pixel position differs from its colour's mean change only through error: natural
-    motion is not aligned to the patch grid, while a small per-channel bias, added every frame,
-    grows into a grid pattern), and values stay in the codec's range [-1, 1]."""
-    B, C, h, w = z.shape
-    change = (z - previous).reshape(B, 3, C // 3, h, w)
-    offset = change.mean((3, 4), keepdim=True)
-    change = change - (offset - offset.mean(2, keepdim=True))
-    return (previous + change.reshape(B, C, h, w)).clamp(-1.0, 1.0)
 
 
 def codecs_for(model: WorldModel, autoencoder=None, decoder=None):
