@@ -80,10 +80,11 @@ def _train(a: argparse.Namespace) -> int:
         model_cfg = WorldModelConfig()
         if a.world_widths:
             model_cfg.widths = tuple(int(w) for w in a.world_widths.split(","))
+        model_cfg.view_warp = a.view_warp
         model = train_world(WorldTrainConfig(
             data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
             model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
-            context_noise=a.context_noise, shared_noise=a.shared_noise, train=train))
+            context_noise=a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob, train=train))
     elif a.what == "idm":
         from alaya.data.episodes import EpisodeDataset
         from alaya.evaluation.inverse_dynamics import train_idm
@@ -304,6 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--context-noise", type=float, default=0.5, help="world: context noise augmentation level")
     tr.add_argument("--shared-noise", type=float, default=0.5,
                     help="world: share of noised contexts whose noise is the same in every frame")
+    tr.add_argument("--error-prob", type=float, default=0.3,
+                    help="world: share of contexts carrying the model's own rollout errors (error recycling; 0 = off)")
+    tr.add_argument("--view-warp", action="store_true",
+                    help="world: rotate the context into the new view by the turn/pitch actions (also turns it on for --init)")
     tr.add_argument("--world-widths", help="world: widths of a new world model, e.g. 64,96")
     tr.add_argument("--student-widths", help="student 'ar': widths of a new student, e.g. 48,64")
     tr.add_argument("--data-weight", type=float, default=0.0,

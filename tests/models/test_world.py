@@ -10,8 +10,8 @@ from alaya.engine.game import GameConfig
 from alaya.engine.gameplay import GameplayConfig, record_gameplay
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.codecs.patch import PatchCodec
-from alaya.models.world_training import (LatentEpisodes, WorldTrainConfig, add_context_noise, draw_batch,
-                                         train_world)
+from alaya.models.world_training import (ErrorBank, LatentEpisodes, WorldTrainConfig, add_context_noise,
+                                         draw_batch, train_world, world_loss)
 from alaya.train.loop import TrainConfig
 
 TINY = WorldModelConfig(widths=(16, 32), emb_dim=32)
@@ -125,3 +125,29 @@ def test_context_noise_is_static_or_fresh_per_frame(shared):
     eps = noisy[:, :2] / level.view(4, 1, 1, 1, 1)
     assert torch.allclose(eps.std((1, 2, 3, 4)), torch.ones(4), atol=0.2)   # level is the noise's scale
     assert torch.equal(eps[:, 0], eps[:, 1]) == (shared == 1.0)
+
+
+def test_error_bank_holds_real_rollout_errors_newest_first(episodes, encoder):
+    data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
+    cfg = WorldTrainConfig(data=str(episodes), model=TINY, error_rollouts=5, error_horizon=48)
+    bank = ErrorBank()
+    torch.manual_seed(0)
+    bank.refresh(WorldModel(TINY), data, cfg, np.random.default_rng(0))
+    T = data.shape[2]
+    assert bank.errors.shape == (5, T - TINY.context - 1, 48, 8, 8)       # horizon clamped to the episodes
+    assert torch.isfinite(bank.errors).all() and bank.errors.abs().max() > 0
+    bank.errors = torch.arange(1, 5, dtype=torch.float16).view(1, 4, 1, 1, 1).expand(3, 4, 48, 8, 8).clone()
+    drawn = bank.draw(64, 3, np.random.default_rng(1))
+    newest = drawn[:, 0, 0, 0, 0]                                        # horizon j + 1
+    for k in range(3):                                                   # older frames: j - k + 1, or 0
+        assert torch.equal(drawn[:, k, 0, 0, 0], torch.clamp(newest - k, min=0) * (newest - k > 0))
+
+
+@pytest.mark.parametrize("prob", [0.0, 1.0])
+def test_recycled_contexts_carry_the_bank_and_the_play_level(episodes, encoder, prob):
+    data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
+    cfg = WorldTrainConfig(data=str(episodes), model=TINY, error_prob=prob, rollout=0)
+    bank = ErrorBank()
+    bank.refresh(WorldModel(TINY), data, cfg, np.random.default_rng(0))
+    loss, metrics = world_loss(WorldModel(TINY), data, cfg, torch.ones(48), 0, 8, 0, bank=bank)
+    assert metrics["recycled"] == prob and torch.isfinite(loss)

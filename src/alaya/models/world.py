@@ -22,11 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from alaya.data.actions import ACTION_DIM
 from alaya.diffusion.flow import time_grid
 from alaya.models.student import Student, StudentConfig, sample_student
+from alaya.models.view_warp import pinhole, turn_rotation, warp_rotation
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
 
@@ -50,12 +52,22 @@ class WorldModelConfig:
     residual: bool = True            # generate the change from the newest context frame as given
                                      # (training: noise included): "copy the last frame" is its zero
     play_context_noise: float = 0.1  # noise level the model is told its context has at play time
+    view_warp: bool = False          # move the context into the new view by the rotation its turn /
+                                     # pitch actions make (alaya.models.view_warp), before predicting
+    fov_y_degrees: float = 70.0      # the game's camera (GameConfig) ...
+    turn_degrees: float = 3.0        # ... and its rotation per frame at turn = 1 and pitch = 1
+    pitch_degrees: float = 2.0       # (NavigationScale rates / GameConfig.fps)
 
     def __post_init__(self):
         if self.codec not in CODECS:
             raise ValueError(f"codec must be one of {CODECS}, got {self.codec!r}")
         if self.codec == "patch4" and self.latent_channels != 48:
             raise ValueError(f"codec 'patch4' has 48 latent channels, got latent_channels={self.latent_channels}")
+        if self.view_warp and self.codec != "patch4":
+            raise ValueError("view_warp needs codec 'patch4' (a warp of the autoencoder's latents is not a warp of the image)")
+        if self.view_warp and self.action_history < self.context:
+            raise ValueError(f"view_warp: action_history ({self.action_history}) must cover the context "
+                             f"({self.context}) to know each context frame's rotation")
 
     @property
     def factor(self) -> int:
@@ -99,13 +111,36 @@ class WorldModel(nn.Module):
         cond = self.pack(style, actions, noise)
         return self.core(z, t, t, anchor, cond, context, valid)
 
+    def align(self, context: torch.Tensor, valid: torch.Tensor, actions: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """With ``view_warp``: context (B, K, C, h, w) seen from frame n's camera, each frame k
+        (frame n-1-k) rotated by the turn and pitch of action rows n ... n-k, and its validity
+        (B, K, 1, h, w) lowered where the new view sees past the old frame's edge. Otherwise
+        unchanged. Warped in pixel space (the patch latent is the image, rearranged)."""
+        c = self.config
+        if not c.view_warp:
+            return context, valid
+        B, K, C, h, w = context.shape
+        angles = actions[:, :K, 2:4].cumsum(1)                          # (B, K, [turn, pitch])
+        rotation = turn_rotation(torch.deg2rad(angles[..., 0] * c.turn_degrees).reshape(-1),
+                                 torch.deg2rad(angles[..., 1] * c.pitch_degrees).reshape(-1))
+        image = F.pixel_shuffle(context.reshape(B * K, C, h, w), c.factor)
+        warped, coverage = warp_rotation(image, rotation, pinhole(image.shape[-1], c.fov_y_degrees))
+        coverage = F.avg_pool2d(coverage, c.factor).reshape(B, K, 1, h, w)
+        return F.pixel_unshuffle(warped, c.factor).reshape(B, K, C, h, w), valid * coverage
+
     @torch.no_grad()
     def sample(self, z: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
                style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor, steps: int | None = None,
                base: torch.Tensor | None = None) -> torch.Tensor:
         """Frame n's latents from pure noise ``z`` in ``steps`` Euler steps (the core's sampler),
-        given the (noise-augmented) ``context``; with ``residual``, ``base`` — the newest context
-        frame before augmentation (default ``context[:, 0]``) — is added back."""
+        given the (noise-augmented) ``context`` as generated (``align`` is applied here); with
+        ``residual``, ``base`` — the newest context frame before augmentation (default
+        ``context[:, 0]``), aligned the same way — is added back."""
+        if self.config.view_warp:
+            if base is not None:
+                base = self.align(base[:, None], valid[:, :1], actions)[0][:, 0]
+            context, valid = self.align(context, valid, actions)
         ts = time_grid(steps or self.config.steps)
         out = sample_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
         if not self.config.residual:

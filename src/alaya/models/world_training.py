@@ -14,11 +14,16 @@ keyed by the codec's hash). A training sample is one frame n of one episode in o
   ``rollout`` context frames are the model's own few-step predictions (no gradient) from the
   real frames before them, so it learns to continue from what it generates, not only from
   ground truth;
-* actions: rows n, n-1, ... ; style: an augmented embedding of one of the style's phrasings.
+* error recycling (``error_prob``): on part of the samples the context instead carries the
+  model's own errors from free rollouts (``ErrorBank``), told the play-time noise level;
+* actions: rows n, n-1, ... ; style: an augmented embedding of one of the style's phrasings;
+* with ``view_warp`` the (noised) context is first rotated into frame n's view by its turn and
+  pitch rows (``WorldModel.align``), and the residual is taken from that rotated frame.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +63,10 @@ class WorldTrainConfig:
     rollout: int = 0                     # self-rollout: generated context frames (0 = off)
     rollout_prob: float = 0.5
     rollout_steps: int = 1               # sampling steps of the rollout (cheap; no gradient)
+    error_prob: float = 0.3              # error recycling: share of samples whose context carries the
+    error_horizon: int = 48              # model's own errors from free rollouts of up to this many frames
+    error_rollouts: int = 32             # (ErrorBank: this many rollouts, redrawn every
+    error_refresh: int = 200             # this many steps with the current weights)
     text_noise: float = 0.5
     uniform_t: float = 0.5               # share of training times drawn uniformly (the rest logit-normal):
                                          # few-step sampling visits low t, which logit-normal rarely trains
@@ -139,6 +148,13 @@ class LatentEpisodes:
         return rng, e, st, T
 
 
+def action_rows(data: LatentEpisodes, e, n, history: int) -> torch.Tensor:
+    """(B, history, 8) action rows n, n-1, ... of episodes ``e`` (zero before frame 1: frame 0
+    has no action that led to it)."""
+    return torch.stack([torch.where(torch.from_numpy(n - a >= 1)[:, None], data.actions[e, np.maximum(n - a, 0)],
+                                    torch.zeros(len(e), data.actions.shape[-1])) for a in range(history)], 1)
+
+
 def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, T: int):
     """Target frames, anchors, clean context (B, K, ...), validity, action rows and style
     vectors for episodes ``e`` in styles ``st``."""
@@ -159,9 +175,7 @@ def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Gener
         idx = np.maximum(n - j, 0)
         ctx, valid = push_context(ctx, valid, data.latent(e, st, idx))
         valid[torch.from_numpy(n - j < 0), 0] = 0
-    rows = torch.stack([torch.where(torch.from_numpy(n - a >= 1)[:, None],
-                                    data.actions[e, np.maximum(n - a, 0)], torch.zeros(B, m.action_dim))
-                        for a in range(A)], 1)
+    rows = action_rows(data, e, n, A)
     style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
     return x, anchor, ctx, valid, rows, style, n
 
@@ -195,16 +209,14 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
     model.eval()
     for j in range(r, 0, -1):                                   # generate frame n - j
         f = n - j
-        rows = torch.stack([torch.where(torch.from_numpy(f - a >= 1)[:, None],
-                                        data.actions[e, np.maximum(f - a, 0)], torch.zeros(B, m.action_dim))
-                            for a in range(m.action_history)], 1)
+        rows = action_rows(data, e, f, m.action_history)
         level = torch.full((B,), m.play_context_noise)    # as at play: told, not added (WorldSession)
         noisy = g_ctx * g_valid
         z = torch.from_numpy(rng.standard_normal((B, *ctx.shape[2:]))).float()
         out = model.sample(z, anchor, noisy, g_valid, style, rows, level, steps=cfg.rollout_steps, base=g_ctx[:, 0])
         real = data.latent(e, st, np.maximum(f, 0))
         if m.codec == "patch4":                                  # as at play (WorldSession)
-            out = stabilize_patch_latent(out, g_ctx[:, 0])
+            out = stabilize_patch_latent(out, model.align(g_ctx[:, :1], g_valid[:, :1], rows)[0][:, 0])
         out = torch.where(torch.from_numpy(f >= 1).view(B, 1, 1, 1), out, real)   # frame 0 stays real
         g_ctx, g_valid = push_context(g_ctx, g_valid, out)
         g_valid[torch.from_numpy(f < 0), 0] = 0
@@ -212,8 +224,66 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
     return g_ctx, g_valid
 
 
+class ErrorBank:
+    """The model's own errors, for error recycling (after Stable Video Infinity's error-recycling
+    fine-tuning): free rollouts along recorded episodes, with the recorded actions, from real
+    context; ``errors`` (R, H, C, h, w) float16 is generated minus recorded latents at rollout
+    frames 1..H. A training context that draws from it carries the errors of the 3 most recent
+    generated frames of a rollout at a random horizon — the drift and the noise a long play
+    session builds up — and is trained to give the recorded next frame, so the model learns to
+    repair what it really gets wrong (Gaussian context noise alone does not look like that: its
+    own accumulated noise passed through untouched)."""
+
+    def __init__(self):
+        self.errors: torch.Tensor | None = None
+        self.calls = 0                   # training steps since the process started (refresh clock)
+
+    @torch.no_grad()
+    def refresh(self, model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator):
+        m = cfg.model
+        episodes, styles, T = data.shape
+        K, R = m.context, cfg.error_rollouts
+        H = min(cfg.error_horizon, T - K - 1)
+        if H < 1:
+            raise ValueError(f"error recycling needs episodes longer than context + 1 = {K + 1} frames, got {T}")
+        e, st = rng.integers(episodes, size=R), rng.integers(styles, size=R)
+        n0 = rng.integers(K, T - H + 1, size=R)                  # first generated frame
+        first = data.latent(e, st, n0 - 1)
+        ctx, valid = torch.zeros(R, K, *first.shape[1:]), torch.zeros(R, K, 1, *first.shape[2:])
+        for j in range(K, 0, -1):
+            ctx, valid = push_context(ctx, valid, data.latent(e, st, n0 - j))
+        style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
+        level = torch.full((R,), m.play_context_noise)
+        was_training = model.training
+        model.eval()
+        errors = []
+        for h in range(H):                                       # as WorldSession plays it
+            f = n0 + h
+            rows = action_rows(data, e, f, m.action_history)
+            z = torch.from_numpy(rng.standard_normal(first.shape)).float()
+            out = model.sample(z, first, ctx * valid, valid, style, rows, level, steps=m.steps, base=ctx[:, 0])
+            if m.codec == "patch4":
+                out = stabilize_patch_latent(out, model.align(ctx[:, :1], valid[:, :1], rows)[0][:, 0])
+            errors.append((out - data.latent(e, st, f)).half())
+            ctx, valid = push_context(ctx, valid, out)
+        model.train(was_training)
+        self.errors = torch.stack(errors, 1)
+
+    def draw(self, size: int, context: int, rng: np.random.Generator) -> torch.Tensor:
+        """(size, context, C, h, w): the errors of the newest ``context`` generated frames (newest
+        first; zero where the rollout had not started) at a random rollout and horizon."""
+        R, H = self.errors.shape[:2]
+        r, j = rng.integers(R, size=size), rng.integers(H, size=size)
+        out = torch.zeros(size, context, *self.errors.shape[2:])
+        for k in range(context):
+            ok = torch.from_numpy(j - k >= 0)
+            out[:, k] = torch.where(ok.view(-1, 1, 1, 1), self.errors[r, np.maximum(j - k, 0)].float(), 0.0)
+        return out
+
+
 def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torch.Tensor, index: int,
-               batch_size: int, seed: int, rollout: bool = True) -> tuple[torch.Tensor, dict]:
+               batch_size: int, seed: int, rollout: bool = True, bank: ErrorBank | None = None
+               ) -> tuple[torch.Tensor, dict]:
     rng, e, st, T = data.sample(batch_size, seed, index, cfg.text_noise)
     x, anchor, ctx, valid, rows, style, n = draw_batch(data, cfg, rng, e, st, T)
     core = model.module if hasattr(model, "module") else model
@@ -221,21 +291,30 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
     if used_rollout:
         ctx, valid = self_rollout(core, data, cfg, rng, e, st, n, ctx, valid, anchor, style)
     noisy, level = add_context_noise(ctx, valid, cfg, rng)
+    recycled = torch.zeros(x.shape[0], dtype=torch.bool)
+    if bank is not None and bank.errors is not None:             # error recycling, told the play level
+        recycled = torch.from_numpy(rng.random(x.shape[0]) < cfg.error_prob)
+        errors = bank.draw(x.shape[0], ctx.shape[1], rng)
+        noisy = torch.where(recycled.view(-1, 1, 1, 1, 1), (ctx + errors) * valid, noisy)
+        level = torch.where(recycled, torch.full_like(level, cfg.model.play_context_noise), level)
     B = x.shape[0]
     t = logit_normal_t(B, torch.Generator().manual_seed(int(rng.integers(2**31))))
     uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
     t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
     eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
+    noisy, valid = core.align(noisy, valid, rows)   # view_warp: the context seen from frame n's camera
     if cfg.model.residual:                       # the change from the newest context frame as it is given,
         x = x - noisy[:, 0]                      # noise included: the model learns to remove that noise
     v = model(interpolate(x, eps, t), t, anchor, noisy, valid, style, rows, level)
     err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
     per = err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)
-    return per.mean(), {"rollout": float(used_rollout)}
+    return per.mean(), {"rollout": float(used_rollout), "recycled": float(recycled.float().mean())}
 
 
 def train_world(cfg: WorldTrainConfig) -> WorldModel:
     model = WorldModel.from_pretrained(cfg.init) if cfg.init else WorldModel(cfg.model)
+    if cfg.init and cfg.model.view_warp and not model.config.view_warp:   # fine-tune into the warp
+        model.config = dataclasses.replace(model.config, view_warp=True)
     cfg.model = model.config
     if cfg.model.codec == "patch4":
         folder, patch = None, PatchCodec(PatchCodecConfig(factor=4))
@@ -254,8 +333,15 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
     val = LatentEpisodes(cfg.data, folder, held_out, encoder, patch) if held_out else None
     tc = cfg.train
 
+    bank = ErrorBank() if cfg.error_prob > 0 else None
+
     def loss_fn(m, index):
-        return world_loss(m, train, cfg, weights, index, tc.batch_size, tc.seed)
+        if bank is not None and bank.calls % cfg.error_refresh == 0:      # also the first call after a resume
+            core = m.module if hasattr(m, "module") else m
+            bank.refresh(core, train, cfg, np.random.default_rng([tc.seed, index, 7]))
+        if bank is not None:
+            bank.calls += 1
+        return world_loss(m, train, cfg, weights, index, tc.batch_size, tc.seed, bank=bank)
 
     def validate(m):
         losses = [world_loss(m, val, cfg, weights, 10_000_000 + i, cfg.val_batch_size, 1234, rollout=False)[0].item()

@@ -105,16 +105,16 @@ class WorldSession:
         # the play level but gets no noise, so it removes what looks like noise (its own
         # accumulated errors) instead of compounding them.
         level = torch.full((1,), float(self.context_noise))
-        noisy = self.context * self.valid
+        context, valid = self.model.align(self.context, self.valid, self.actions)   # view_warp
         cond = self.model.pack(self.style, self.actions, level)
-        _, features = self.backend.frame(self.anchor, noisy, self.valid)
+        _, features = self.backend.frame(self.anchor, context * valid, valid)
         z = torch.randn(self.anchor.shape, generator=gen)
         for t, r in zip(self.times[:-1], self.times[1:]):
             z = z - (t - r) * self.backend.step(z, t.reshape(1), t.reshape(1), cond, features)
         if self.model.config.residual:
-            z = z + self.context[:, 0]
+            z = z + context[:, 0]
         if self.stabilize and self.model.config.codec == "patch4":
-            z = stabilize_patch_latent(z, self.context[:, 0])
+            z = stabilize_patch_latent(z, context[:, 0])
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
 

@@ -1,0 +1,90 @@
+"""Camera-rotation warps: the conventions match the game's camera, so a turn or a look up
+rendered by the engine is reproduced by warping the previous frame, and the wrong sign is not."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.data.actions import NavigationScale, action_vector
+from alaya.engine.game import GameConfig, GameStream
+from alaya.engine.interactive import InteractiveConfig
+from alaya.models.view_warp import pinhole, turn_rotation, warp_rotation
+from alaya.models.world import WorldModel, WorldModelConfig
+
+SIZE = 64
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(10 * torch.log10(1 / ((a - b) ** 2).mean()))
+
+
+def image(frame: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(frame).permute(2, 0, 1)[None].float() / 255
+
+
+def test_no_rotation_is_the_identity():
+    x = torch.rand(2, 3, 16, 16)
+    warped, coverage = warp_rotation(x, turn_rotation(torch.zeros(2), torch.zeros(2)), pinhole(16, 70.0))
+    assert torch.allclose(warped, x, atol=1e-5)
+    assert torch.allclose(coverage[..., 1:-1, 1:-1], torch.ones(1))
+
+
+def test_a_turn_uncovers_the_side_it_turns_to():
+    x = torch.rand(1, 3, 32, 32)
+    _, coverage = warp_rotation(x, turn_rotation(torch.tensor([math.radians(10.0)]), torch.zeros(1)), pinhole(32, 70.0))
+    assert coverage[0, 0, :, :3].max() < 0.5 and coverage[0, 0, :, -3:].min() > 0.99   # left edge is new
+
+
+@pytest.mark.parametrize("turn,pitch", [(1.0, 0.0), (-1.0, 0.0), (0.0, 1.0), (0.0, -1.0)])
+def test_warp_matches_the_engine_turn_and_pitch(turn, pitch):
+    cfg = WorldModelConfig()
+    g = GameStream(3, GameConfig(size=SIZE, warmup_frames=10))
+    try:
+        for _ in range(3):                     # a few frames of the rotation, as played
+            g.apply(action_vector(turn=turn, pitch=pitch))
+            g.step()
+        before = image(g.render_style("clear_noon"))
+        g.apply(action_vector(turn=turn, pitch=pitch))
+        g.step()
+        after = image(g.render_style("clear_noon"))
+    finally:
+        g.close()
+    K = pinhole(SIZE, cfg.fov_y_degrees)
+
+    def warped(sign):
+        rot = turn_rotation(torch.tensor([sign * math.radians(turn * cfg.turn_degrees)]),
+                            torch.tensor([sign * math.radians(pitch * cfg.pitch_degrees)]))
+        return warp_rotation(before, rot, K)[0]
+
+    copy, right, wrong = psnr(before, after), psnr(warped(1), after), psnr(warped(-1), after)
+    assert right > copy + 2.0 and right > wrong + 3.0, (copy, right, wrong)
+
+
+def test_world_config_rotation_rates_are_the_games():
+    cfg, game, nav = WorldModelConfig(), GameConfig(), NavigationScale()
+    assert cfg.turn_degrees == pytest.approx(math.degrees(nav.turn_rate) / game.fps)
+    assert cfg.pitch_degrees == pytest.approx(math.degrees(nav.pitch_rate) / game.fps)
+    assert cfg.fov_y_degrees == pytest.approx(InteractiveConfig().fov_y)     # the game's camera
+
+
+def test_align_is_identity_without_rotation_and_needs_the_patch_codec():
+    m = WorldModel(WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True))
+    ctx, valid = torch.rand(2, 3, 48, 8, 8) * 2 - 1, torch.ones(2, 3, 1, 8, 8)
+    actions = torch.zeros(2, 3, 8)
+    aligned, avalid = m.align(ctx, valid, actions)
+    assert torch.allclose(aligned, ctx, atol=1e-5) and torch.allclose(avalid[..., 1:-1, 1:-1], torch.ones(1))
+    actions[:, 0, 2] = 1.0                                  # turn in the newest row moves every frame ...
+    aligned, avalid = m.align(ctx, valid, actions)
+    assert all((aligned[:, k] - ctx[:, k]).abs().max() > 0.1 for k in range(3))
+    newest_only = torch.zeros(2, 3, 8)
+    newest_only[:, 0, 2] = 1.0
+    also_oldest = newest_only.clone()
+    also_oldest[:, 2, 2] = 1.0                              # an older row moves only the older frames
+    a, b = m.align(ctx, valid, newest_only)[0], m.align(ctx, valid, also_oldest)[0]
+    assert torch.allclose(a[:, :2], b[:, :2]) and (a[:, 2] - b[:, 2]).abs().max() > 0.1
+    with pytest.raises(ValueError, match="view_warp needs codec 'patch4'"):
+        WorldModelConfig(codec="autoencoder", latent_channels=32, view_warp=True)
+    with pytest.raises(ValueError, match="action_history"):
+        WorldModelConfig(view_warp=True, action_history=2)
