@@ -134,3 +134,16 @@ def test_stabilizer_removes_grid_periodic_drift_and_keeps_real_change():
     fixed = codec.decode(stabilize_patch_latent(drifted, prev))
     assert (fixed - codec.decode(prev)).abs().max() < (grid.max() / 10)
     assert stabilize_patch_latent(prev + 5, prev).max() <= 1.0        # the codec's range holds
+
+
+def test_a_view_warp_model_turns_its_context_and_backends_agree(parts, start, encoder):
+    """With view_warp a turn rotates the context before the network sees it (a turning and a
+    still session differ even where a plain model's would not), in torch and onnxruntime alike."""
+    warp = WorldModel(WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True))
+    warp.load_state_dict(parts[0].state_dict())
+    turn = [action_vector(turn=1.0)] * 4
+    t = play(WorldSession(warp, encoder=encoder, size=SIZE), start, turn)
+    o = play(WorldSession(warp, encoder=encoder, size=SIZE, backend="onnx"), start, turn)
+    assert np.abs(t.astype(int) - o.astype(int)).max() <= 1
+    plain = play(WorldSession(parts[0], encoder=encoder, size=SIZE), start, turn)
+    assert np.abs(t.astype(int) - plain.astype(int)).mean() > 1.0

@@ -11,6 +11,11 @@ No engine at play time. Frame n's RGB latents are generated from
   corrupted contexts, the model learns to repair its own errors instead of compounding them;
   at play time a small fixed level is used).
 
+With ``view_warp`` the context is first turned into frame n's view: a turn or pitch action
+rotates the camera by a known angle, and a camera rotation moves every pixel by a homography
+that needs no depth (``alaya.models.view_warp``), so the network only has to predict what a
+rotation cannot explain (parallax, moving bodies, what comes into view).
+
 It shares the Flash student's streaming core: the network *is* a :class:`Student`, whose per-frame
 conditioning input (the G-buffer slot) takes the anchor latent, whose context slot takes the
 recent window, and whose prompt vector takes [style embedding, action rows, noise level]. So the
