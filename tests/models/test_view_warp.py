@@ -67,6 +67,12 @@ def test_world_config_rotation_rates_are_the_games():
     assert cfg.turn_degrees == pytest.approx(math.degrees(nav.turn_rate) / game.fps)
     assert cfg.pitch_degrees == pytest.approx(math.degrees(nav.pitch_rate) / game.fps)
     assert cfg.fov_y_degrees == pytest.approx(InteractiveConfig().fov_y)     # the game's camera
+    assert cfg.max_pitch_degrees == pytest.approx(game.max_pitch_degrees)
+    g = GameStream(1, GameConfig(size=16, warmup_frames=2))
+    try:
+        assert cfg.start_pitch_degrees == pytest.approx(math.degrees(g.pitch), abs=0.01)   # a start frame's pitch
+    finally:
+        g.close()
 
 
 def test_align_is_identity_without_rotation_and_needs_the_patch_codec():

@@ -147,3 +147,21 @@ def test_a_view_warp_model_turns_its_context_and_backends_agree(parts, start, en
     assert np.abs(t.astype(int) - o.astype(int)).max() <= 1
     plain = play(WorldSession(parts[0], encoder=encoder, size=SIZE), start, turn)
     assert np.abs(t.astype(int) - plain.astype(int)).mean() > 1.0
+
+
+def test_pitch_stops_at_the_games_limit_as_in_the_game(parts, start, encoder):
+    """Looking up for longer than the game allows: the session passes on only the part of each
+    pitch action that takes effect, so the model's view never pitches past the limit."""
+    s = WorldSession(*parts, encoder=encoder, size=SIZE)
+    c = parts[0].config
+    s.reset(start, "a golden sunset")
+    up = action_vector(pitch=1.0)
+    frames_to_limit = (c.max_pitch_degrees - c.start_pitch_degrees) / c.pitch_degrees
+    for _ in range(int(frames_to_limit) + 3):
+        s.step(up)
+    assert s.pitch == pytest.approx(c.max_pitch_degrees)
+    assert float(s.actions[0, 0, 3]) == 0.0 and float(s.actions[0, 0, 0]) == 0.0   # at the limit: no pitch left
+    s.step(action_vector(pitch=-1.0))                                          # looking down works again
+    assert s.pitch == pytest.approx(c.max_pitch_degrees - c.pitch_degrees)
+    s.reset(start)
+    assert s.pitch == pytest.approx(c.start_pitch_degrees)

@@ -62,6 +62,8 @@ class WorldModelConfig:
     fov_y_degrees: float = 70.0      # the game's camera (GameConfig) ...
     turn_degrees: float = 3.0        # ... and its rotation per frame at turn = 1 and pitch = 1
     pitch_degrees: float = 2.0       # (NavigationScale rates / GameConfig.fps)
+    start_pitch_degrees: float = -5.73   # the game's pitch at a start frame and its limit: a session
+    max_pitch_degrees: float = 40.0      # plays pitch actions as the game does (WorldSession)
 
     def __post_init__(self):
         if self.codec not in CODECS:

@@ -87,6 +87,7 @@ class WorldSession:
         self.actions = torch.zeros(1, c.action_history, ACTION_DIM)
         self.decoder_state = None
         self.frame_index = 0
+        self.pitch = c.start_pitch_degrees
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
         _, self.decoder_state = self.backend.decode(z, None)
 
@@ -99,6 +100,7 @@ class WorldSession:
             raise ActionError(f"action: one row of {ACTION_DIM} expected, got shape {row.shape}")
         self.frame_index += 1
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.frame_index)
+        row = self._limit_pitch(row)
         self.actions = torch.cat([torch.from_numpy(row)[None, None], self.actions[:, :-1]], 1)
         # The model was trained on contexts corrupted by noise of a level it is told, and to remove
         # that noise from the newest frame. At play the context is its own output: it is told
@@ -117,6 +119,20 @@ class WorldSession:
             z = stabilize_patch_latent(z, context[:, 0])
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
+
+    def _limit_pitch(self, row: np.ndarray) -> np.ndarray:
+        """The row as the game would play it: the game stops looking up or down at its pitch
+        limit (``max_pitch_degrees``), and a pitch action beyond it does nothing, so the session
+        tracks the pitch from the start frame's and passes on only the part that takes effect
+        (without this a long session could pitch the view over the top, which no recording shows)."""
+        c = self.model.config
+        wanted = self.pitch + float(row[3]) * c.pitch_degrees
+        limited = min(max(wanted, -c.max_pitch_degrees), c.max_pitch_degrees)
+        if limited != wanted:
+            row = row.copy()
+            row[3] = (limited - self.pitch) / c.pitch_degrees
+        self.pitch = limited
+        return row
 
     @torch.no_grad()
     def step(self, action) -> np.ndarray:
