@@ -75,16 +75,8 @@ def _train(a: argparse.Namespace) -> int:
             rollout=a.rollout, text_noise=a.text_noise, data_weight=a.data_weight,
             widths=tuple(int(w) for w in a.student_widths.split(",")) if a.student_widths else None, train=train))
     elif a.what == "world":
-        from alaya.models.world import WorldModelConfig
-        from alaya.models.world_training import WorldTrainConfig, train_world
-        model_cfg = WorldModelConfig()
-        if a.world_widths:
-            model_cfg.widths = tuple(int(w) for w in a.world_widths.split(","))
-        model_cfg.view_warp = a.view_warp
-        model = train_world(WorldTrainConfig(
-            data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
-            model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
-            context_noise=a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob, train=train))
+        from alaya.cli_world import train_world_from_args
+        model = train_world_from_args(a, train)
     elif a.what == "idm":
         from alaya.data.episodes import EpisodeDataset
         from alaya.evaluation.inverse_dynamics import train_idm

@@ -1,6 +1,6 @@
-"""``alaya`` commands of the world model: recording and importing gameplay, evaluating a
-world model (``alaya train world`` / ``idm`` and ``alaya play --world`` live with their kin in
-``cli.py`` and ``serve/play.py``). Thin dispatch only."""
+"""``alaya`` commands of the world model: recording and importing gameplay, training and
+evaluating a world model (the ``alaya train`` parser, ``train idm`` and ``alaya play --world``
+live with their kin in ``cli.py`` and ``serve/play.py``). Thin dispatch only."""
 
 from __future__ import annotations
 
@@ -22,6 +22,19 @@ def _record(a: argparse.Namespace) -> int:
     paths = record_gym(a.env, a.out, episodes=a.episodes, max_steps=a.frames, size=a.size, seed=a.seed)
     print(f"recorded {len(paths)} episodes of {a.env} into {a.out}")
     return 0
+
+
+def train_world_from_args(a: argparse.Namespace, train):
+    """``alaya train world``: the world flags of the shared ``train`` parser into a run."""
+    from alaya.models.world import WorldModelConfig
+    from alaya.models.world_training import WorldTrainConfig, train_world
+    model_cfg = WorldModelConfig(view_warp=a.view_warp)
+    if a.world_widths:
+        model_cfg.widths = tuple(int(w) for w in a.world_widths.split(","))
+    return train_world(WorldTrainConfig(
+        data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
+        model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
+        context_noise=a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob, train=train))
 
 
 def _import_video(a: argparse.Namespace) -> int:

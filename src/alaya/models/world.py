@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from alaya.codecs.patch import stabilize_patch_latent
 from alaya.data.actions import ACTION_DIM
 from alaya.diffusion.flow import time_grid
 from alaya.models.student import Student, StudentConfig, sample_student
@@ -136,23 +137,28 @@ class WorldModel(nn.Module):
         coverage = F.avg_pool2d(coverage, c.factor).reshape(B, K, 1, h, w)
         return F.pixel_unshuffle(warped, c.factor).reshape(B, K, C, h, w), valid * coverage
 
+    def finish(self, out: torch.Tensor, newest: torch.Tensor, stabilize: bool = True) -> torch.Tensor:
+        """Frame n's latents from the sampler's output: with ``residual`` the newest (aligned)
+        context frame is added back, and in the patch space ``stabilize`` projects out grid drift
+        (``stabilize_patch_latent``). Shared by ``sample`` and ``WorldSession``."""
+        if self.config.residual:
+            out = out + newest
+        if stabilize and self.config.codec == "patch4":
+            out = stabilize_patch_latent(out, newest)
+        return out
+
     @torch.no_grad()
     def sample(self, z: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
                style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor, steps: int | None = None,
-               base: torch.Tensor | None = None) -> torch.Tensor:
+               stabilize: bool = False) -> torch.Tensor:
         """Frame n's latents from pure noise ``z`` in ``steps`` Euler steps (the core's sampler),
-        given the (noise-augmented) ``context`` as generated (``align`` is applied here); with
-        ``residual``, ``base`` — the newest context frame before augmentation (default
-        ``context[:, 0]``), aligned the same way — is added back."""
-        if self.config.view_warp:
-            if base is not None:
-                base = self.align(base[:, None], valid[:, :1], actions)[0][:, 0]
-            context, valid = self.align(context, valid, actions)
+        given the context as generated (``align`` is applied here, once) and the noise level the
+        model is told; then ``finish``: the newest aligned context frame added back, optionally
+        stabilized as ``WorldSession`` does."""
+        context, valid = self.align(context, valid, actions)
         ts = time_grid(steps or self.config.steps)
         out = sample_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
-        if not self.config.residual:
-            return out
-        return out + (context[:, 0] if base is None else base)
+        return self.finish(out, context[:, 0], stabilize)
 
     def save_pretrained(self, folder, **metadata) -> None:
         save_pretrained(self, folder, **metadata)

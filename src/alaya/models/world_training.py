@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.latent_cache import codec_id
-from alaya.codecs.patch import PatchCodec, PatchCodecConfig, stabilize_patch_latent
+from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.data.episodes import EpisodeDataset
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight
 from alaya.models.student import push_context
@@ -155,6 +155,18 @@ def action_rows(data: LatentEpisodes, e, n, history: int) -> torch.Tensor:
                                     torch.zeros(len(e), data.actions.shape[-1])) for a in range(history)], 1)
 
 
+def real_context(data: LatentEpisodes, e, st, newest, K: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Recorded frames newest, newest-1, ... (K of them, newest first) as a context (B, K, C, h, w)
+    and its validity (B, K, 1, h, w): invalid before the episode's start."""
+    frames = [newest - j for j in range(K - 1, -1, -1)]         # oldest first, newest ends in front
+    latents = [data.latent(e, st, np.maximum(f, 0)) for f in frames]
+    ctx, valid = torch.zeros(len(e), K, *latents[0].shape[1:]), torch.zeros(len(e), K, 1, *latents[0].shape[2:])
+    for f, latent in zip(frames, latents):
+        ctx, valid = push_context(ctx, valid, latent)
+        valid[torch.from_numpy(f < 0), 0] = 0
+    return ctx, valid
+
+
 def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, T: int):
     """Target frames, anchors, clean context (B, K, ...), validity, action rows and style
     vectors for episodes ``e`` in styles ``st``."""
@@ -169,12 +181,7 @@ def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Gener
     anchor_idx = np.where(start, 0, anchor_idx)
     x = data.latent(e, st, n)
     anchor = data.latent(e, st, anchor_idx)
-    C, h, w = x.shape[1:]
-    ctx, valid = torch.zeros(B, K, C, h, w), torch.zeros(B, K, 1, h, w)
-    for j in range(K, 0, -1):                                   # oldest first, newest ends in front
-        idx = np.maximum(n - j, 0)
-        ctx, valid = push_context(ctx, valid, data.latent(e, st, idx))
-        valid[torch.from_numpy(n - j < 0), 0] = 0
+    ctx, valid = real_context(data, e, st, n - 1, K)
     rows = action_rows(data, e, n, A)
     style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
     return x, anchor, ctx, valid, rows, style, n
@@ -200,23 +207,16 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
     m = cfg.model
     B, K = ctx.shape[:2]
     r = min(cfg.rollout, K)
-    # the context of the oldest generated frame: frames n-r-1 ... n-r-K (real)
-    g_ctx, g_valid = torch.zeros_like(ctx), torch.zeros_like(valid)
-    for j in range(K + r, r, -1):
-        g_ctx, g_valid = push_context(g_ctx, g_valid, data.latent(e, st, np.maximum(n - j, 0)))
-        g_valid[torch.from_numpy(n - j < 0), 0] = 0
+    g_ctx, g_valid = real_context(data, e, st, n - r - 1, K)    # the oldest generated frame's context
     was_training = model.training
     model.eval()
     for j in range(r, 0, -1):                                   # generate frame n - j
         f = n - j
         rows = action_rows(data, e, f, m.action_history)
         level = torch.full((B,), m.play_context_noise)    # as at play: told, not added (WorldSession)
-        noisy = g_ctx * g_valid
         z = torch.from_numpy(rng.standard_normal((B, *ctx.shape[2:]))).float()
-        out = model.sample(z, anchor, noisy, g_valid, style, rows, level, steps=cfg.rollout_steps, base=g_ctx[:, 0])
+        out = model.sample(z, anchor, g_ctx, g_valid, style, rows, level, steps=cfg.rollout_steps, stabilize=True)
         real = data.latent(e, st, np.maximum(f, 0))
-        if m.codec == "patch4":                                  # as at play (WorldSession)
-            out = stabilize_patch_latent(out, model.align(g_ctx[:, :1], g_valid[:, :1], rows)[0][:, 0])
         out = torch.where(torch.from_numpy(f >= 1).view(B, 1, 1, 1), out, real)   # frame 0 stays real
         g_ctx, g_valid = push_context(g_ctx, g_valid, out)
         g_valid[torch.from_numpy(f < 0), 0] = 0
@@ -248,10 +248,8 @@ class ErrorBank:
             raise ValueError(f"error recycling needs episodes longer than context + 1 = {K + 1} frames, got {T}")
         e, st = rng.integers(episodes, size=R), rng.integers(styles, size=R)
         n0 = rng.integers(K, T - H + 1, size=R)                  # first generated frame
-        first = data.latent(e, st, n0 - 1)
-        ctx, valid = torch.zeros(R, K, *first.shape[1:]), torch.zeros(R, K, 1, *first.shape[2:])
-        for j in range(K, 0, -1):
-            ctx, valid = push_context(ctx, valid, data.latent(e, st, n0 - j))
+        ctx, valid = real_context(data, e, st, n0 - 1, K)
+        first = ctx[:, 0]                                        # the anchor, as a session's start frame
         style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
         level = torch.full((R,), m.play_context_noise)
         was_training = model.training
@@ -261,9 +259,7 @@ class ErrorBank:
             f = n0 + h
             rows = action_rows(data, e, f, m.action_history)
             z = torch.from_numpy(rng.standard_normal(first.shape)).float()
-            out = model.sample(z, first, ctx * valid, valid, style, rows, level, steps=m.steps, base=ctx[:, 0])
-            if m.codec == "patch4":
-                out = stabilize_patch_latent(out, model.align(ctx[:, :1], valid[:, :1], rows)[0][:, 0])
+            out = model.sample(z, first, ctx, valid, style, rows, level, steps=m.steps, stabilize=True)
             errors.append((out - data.latent(e, st, f)).half())
             ctx, valid = push_context(ctx, valid, out)
         model.train(was_training)

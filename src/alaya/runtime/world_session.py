@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.patch import PatchCodec, PatchCodecConfig, stabilize_patch_latent
+from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.models.student import push_context
@@ -113,10 +113,7 @@ class WorldSession:
         z = torch.randn(self.anchor.shape, generator=gen)
         for t, r in zip(self.times[:-1], self.times[1:]):
             z = z - (t - r) * self.backend.step(z, t.reshape(1), t.reshape(1), cond, features)
-        if self.model.config.residual:
-            z = z + context[:, 0]
-        if self.stabilize and self.model.config.codec == "patch4":
-            z = stabilize_patch_latent(z, context[:, 0])
+        z = self.model.finish(z, context[:, 0], self.stabilize)
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
 
