@@ -301,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="world: share of contexts carrying the model's own rollout errors (error recycling; 0 = off)")
     tr.add_argument("--view-warp", action="store_true",
                     help="world: rotate the context into the new view by the turn/pitch actions (also turns it on for --init)")
+    tr.add_argument("--ground-warp", action="store_true",
+                    help="world: --view-warp plus the walk of forward/strafe actions over a floor at eye height")
     tr.add_argument("--world-widths", help="world: widths of a new world model, e.g. 64,96")
     tr.add_argument("--student-widths", help="student 'ar': widths of a new student, e.g. 48,64")
     tr.add_argument("--data-weight", type=float, default=0.0,

@@ -28,7 +28,7 @@ def train_world_from_args(a: argparse.Namespace, train):
     """``alaya train world``: the world flags of the shared ``train`` parser into a run."""
     from alaya.models.world import WorldModelConfig
     from alaya.models.world_training import WorldTrainConfig, train_world
-    model_cfg = WorldModelConfig(view_warp=a.view_warp)
+    model_cfg = WorldModelConfig(view_warp=a.view_warp or a.ground_warp, ground_warp=a.ground_warp)
     if a.world_widths:
         model_cfg.widths = tuple(int(w) for w in a.world_widths.split(","))
     return train_world(WorldTrainConfig(

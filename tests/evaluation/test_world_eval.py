@@ -181,6 +181,33 @@ def test_actions_matter_only_to_a_model_that_uses_them(episodes):
     assert keyed["psnr_mean"] == 100.0 and keyed["delta_psnr_actions"] > 20
 
 
+def test_a_session_that_takes_a_pitch_gets_its_start_frames(episodes):
+    """Episodes with camera poses: every reset of a session whose ``reset`` takes ``pitch`` gets
+    the recorded pitch of the frame it starts from (here 0.5 degrees per frame index)."""
+    from alaya.models.view_warp import camera_rotation
+
+    def views(T):
+        m = np.tile(np.eye(4, dtype=np.float32), (T, 1, 1))
+        cv = camera_rotation(torch.zeros(T), torch.deg2rad(0.5 * torch.arange(T, dtype=torch.float32)))
+        m[:, :3, :3] = np.diag([1.0, -1.0, -1.0]) @ cv.numpy()             # OpenCV -> OpenGL axes
+        return m
+
+    posed = [dict(ep, world_to_camera=views(ep["rgb"].shape[1])) for ep in episodes]
+
+    class Pitched(Frozen):
+        starts = []
+
+        def reset(self, frame, prompt, pitch=None):
+            self.starts.append((frame, pitch))
+            super().reset(frame, prompt)
+
+    run(Pitched(), posed)
+    assert len(Pitched.starts) > 10
+    for frame, pitch in Pitched.starts:
+        t = round(pitch / 0.5)
+        assert pitch == pytest.approx(0.5 * t, abs=1e-3)
+        assert any(np.array_equal(ep["rgb"][s, t], frame) for ep in posed for s in range(2))
+
 def test_long_rollout_catches_fading(episodes):
     stable = run(Shift(), episodes)
     assert 0.9 < stable["late_early_sharpness_ratio"] < 1.1

@@ -1,4 +1,4 @@
-"""Camera-rotation warps: the conventions match the game's camera, so a turn or a look up
+"""Camera warps: the conventions match the game's camera, so a turn, a look up or a step
 rendered by the engine is reproduced by warping the previous frame, and the wrong sign is not."""
 
 import math
@@ -10,7 +10,8 @@ import torch
 from alaya.data.actions import NavigationScale, action_vector
 from alaya.engine.game import GameConfig, GameStream
 from alaya.engine.interactive import InteractiveConfig
-from alaya.models.view_warp import pinhole, turn_rotation, warp_rotation
+from alaya.models.view_warp import (camera_rotation, pinhole, turn_rotation, view_pitch_degrees, walk_poses,
+                                    warp_ground, warp_rotation)
 from alaya.models.world import WorldModel, WorldModelConfig
 
 SIZE = 64
@@ -94,3 +95,93 @@ def test_align_is_identity_without_rotation_and_needs_the_patch_codec():
         WorldModelConfig(codec="autoencoder", latent_channels=32, view_warp=True)
     with pytest.raises(ValueError, match="action_history"):
         WorldModelConfig(view_warp=True, action_history=2)
+
+
+# --- walking: the ground-plane warp ------------------------------------------------------------
+
+def test_camera_rotation_and_pitch_match_the_engines_view():
+    g = GameStream(5, GameConfig(size=16, warmup_frames=2))
+    try:
+        for _ in range(4):
+            g.apply(action_vector(turn=0.7, pitch=0.5))
+            view = g.step()["world_to_camera"]
+        opencv = np.diag([1.0, -1.0, -1.0]) @ view[:3, :3]               # OpenGL -> OpenCV axes
+        mine = camera_rotation(torch.tensor([g.yaw]), torch.tensor([g.pitch]))[0].numpy()
+        assert np.allclose(mine, opencv, atol=1e-5)
+        assert float(view_pitch_degrees(view)) == pytest.approx(math.degrees(g.pitch), abs=1e-3)
+    finally:
+        g.close()
+
+
+def test_walk_poses_replay_the_rows_backwards():
+    rows = torch.zeros(1, 3, 8)
+    rows[0, 0, 0] = 1.0                                   # frame n: a step forward at yaw 0
+    rows[0, 1, 2] = 1.0                                   # frame n-1: a turn left ...
+    rows[0, 1, 1] = 1.0                                   # ... and a step right along its new heading
+    rows[0, 2, :2] = torch.tensor([1.0, 1.0])             # frame n-2: a diagonal, not faster
+    yaw, pitch, centre = walk_poses(rows, torch.tensor([0.1]), math.radians(3), math.radians(2), 0.1)
+    assert torch.allclose(centre[0, 0], torch.tensor([-0.1, 0.0, 0.0]))          # n-1 stood 0.1 m behind
+    assert yaw[0, 0] == pytest.approx(0.0) and yaw[0, 1] == pytest.approx(-math.radians(3))
+    assert torch.allclose(centre[0, 1], torch.tensor([-0.1, 0.1, 0.0]), atol=1e-6)   # right of yaw 0 is -y
+    step = centre[0, 2] - centre[0, 1]
+    assert step.norm() == pytest.approx(0.1, abs=1e-6)
+    assert torch.allclose(pitch, torch.full((1, 3), 0.1))
+
+
+def test_ground_warp_without_a_step_is_the_rotation_warp():
+    x = torch.rand(2, 3, 16, 16)
+    pitch = torch.tensor([0.2, -0.3])
+    new = camera_rotation(torch.zeros(2), pitch)
+    old = camera_rotation(torch.tensor([-0.05, 0.04]), pitch - 0.03)
+    a, ca = warp_ground(x, pinhole(16, 70.0), new, old, torch.zeros(2, 3), eye_height=1.4)
+    b, cb = warp_rotation(x, old @ new.transpose(1, 2), pinhole(16, 70.0))
+    assert torch.allclose(a, b, atol=1e-4) and torch.allclose(ca, cb, atol=1e-4)
+
+
+@pytest.mark.parametrize("forward,strafe", [(1.0, 0.0), (-1.0, 0.0), (0.0, 1.0)])
+def test_ground_warp_matches_the_engine_step(forward, strafe):
+    cfg = WorldModelConfig(view_warp=True, ground_warp=True)
+    g = GameStream(5, GameConfig(size=SIZE, warmup_frames=30))
+    try:
+        g.apply(action_vector(pitch=-1.0))                # look down a little: more floor in view
+        g.step()
+        for _ in range(2):                                # a few steps of the walk, as played
+            g.apply(action_vector(forward=forward, strafe=strafe))
+            g.step()
+        before = image(g.render_style("clear_noon"))
+        g.apply(action_vector(forward=forward, strafe=strafe))
+        g.step()
+        after = image(g.render_style("clear_noon"))
+        pitch = torch.tensor([g.pitch])
+    finally:
+        g.close()
+    K = pinhole(SIZE, cfg.fov_y_degrees)
+    new = camera_rotation(torch.zeros(1), pitch)
+
+    def warped(sign):
+        rows = torch.zeros(1, 1, 8)
+        rows[0, 0, :2] = sign * torch.tensor([forward, strafe])
+        yaw, old_pitch, centre = walk_poses(rows, pitch, 0.0, 0.0, cfg.move_metres)
+        return warp_ground(before, K, new, camera_rotation(yaw[:, 0], old_pitch[:, 0]), centre[:, 0],
+                           cfg.eye_height)[0]
+
+    copy, right, wrong = psnr(before, after), psnr(warped(1), after), psnr(warped(-1), after)
+    assert right > copy + 1.5 and right > wrong + 2.5, (copy, right, wrong)
+
+
+def test_align_ground_warp_needs_the_pitch_and_moves_with_a_step():
+    m = WorldModel(WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True, ground_warp=True))
+    ctx, valid = torch.rand(2, 3, 48, 8, 8) * 2 - 1, torch.ones(2, 3, 1, 8, 8)
+    still = torch.zeros(2, 3, 8)
+    with pytest.raises(ValueError, match="pitch"):
+        m.align(ctx, valid, still)
+    pitch = torch.tensor([-5.0, 10.0])
+    aligned, _ = m.align(ctx, valid, still, pitch)
+    assert torch.allclose(aligned, ctx, atol=1e-5)
+    walk = still.clone()
+    walk[:, 0, 0] = 1.0
+    moved, _ = m.align(ctx, valid, walk, pitch)
+    plain = WorldModel(WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True))
+    assert (moved - ctx).abs().max() > 0.1 and torch.allclose(plain.align(ctx, valid, walk)[0], ctx, atol=1e-5)
+    with pytest.raises(ValueError, match="ground_warp extends view_warp"):
+        WorldModelConfig(ground_warp=True)

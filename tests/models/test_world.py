@@ -151,3 +151,24 @@ def test_recycled_contexts_carry_the_bank_and_the_play_level(episodes, encoder, 
     bank.refresh(WorldModel(TINY), data, cfg, np.random.default_rng(0))
     loss, metrics = world_loss(WorldModel(TINY), data, cfg, torch.ones(48), 0, 8, 0, bank=bank)
     assert metrics["recycled"] == prob and torch.isfinite(loss)
+
+
+def test_ground_warp_trains_from_the_recorded_pitch(episodes, encoder, tmp_path):
+    """The episodes' camera poses give every frame's pitch (the game's), which a ground-warp model
+    trains with; data without poses is refused by name."""
+    from alaya.data.episodes import EpisodeDataset
+    from alaya.models.view_warp import view_pitch_degrees
+    data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
+    ep = EpisodeDataset(str(episodes)).load(data.ids[0])
+    assert torch.allclose(data.pitch[0], view_pitch_degrees(ep["world_to_camera"]))
+    assert data.pitch[:, 0].sub(WorldModelConfig().start_pitch_degrees).abs().max() < 0.01   # start frames
+    ground = WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True, ground_warp=True)
+    cfg = WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=ground, rollout=2, rollout_prob=1.0,
+                           error_rollouts=2, val_batches=1, val_batch_size=4,
+                           train=TrainConfig(run_dir=str(tmp_path / "run"), steps=2, batch_size=4, log_every=1,
+                                             val_every=2, ckpt_every=2, progress=False))
+    train_world(cfg)
+    assert WorldModel.from_pretrained(tmp_path / "out").config.ground_warp
+    data.pitch = None
+    with pytest.raises(ValueError, match="pitch"):
+        world_loss(WorldModel(ground), data, cfg, torch.ones(48), 0, 4, 0)

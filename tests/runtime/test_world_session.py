@@ -165,3 +165,25 @@ def test_pitch_stops_at_the_games_limit_as_in_the_game(parts, start, encoder):
     assert s.pitch == pytest.approx(c.max_pitch_degrees - c.pitch_degrees)
     s.reset(start)
     assert s.pitch == pytest.approx(c.start_pitch_degrees)
+
+
+def test_a_ground_warp_model_walks_its_context_from_the_start_pitch(parts, start, encoder):
+    """With ground_warp a step forward moves the context (a plain view-warp model only turns it),
+    from the pitch ``reset`` was given; torch and onnxruntime agree; a pitch past the game's
+    limit is refused."""
+    cfg = WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True, ground_warp=True)
+    ground, rotate = WorldModel(cfg), WorldModel(WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True))
+    ground.load_state_dict(parts[0].state_dict())
+    rotate.load_state_dict(parts[0].state_dict())
+    walk = [action_vector(forward=1.0)] * 4
+    t = play(WorldSession(ground, encoder=encoder, size=SIZE), start, walk)
+    o = play(WorldSession(ground, encoder=encoder, size=SIZE, backend="onnx"), start, walk)
+    assert np.abs(t.astype(int) - o.astype(int)).max() <= 1
+    assert np.abs(t.astype(int) - play(WorldSession(rotate, encoder=encoder, size=SIZE), start, walk)).mean() > 1.0
+    s = WorldSession(ground, encoder=encoder, size=SIZE)
+    s.reset(start, "a golden sunset", pitch=-30.0)
+    down = np.stack([s.step(r) for r in walk])
+    assert s.pitch == -30.0 and np.abs(down.astype(int) - t.astype(int)).mean() > 0.5   # the floor moves differently
+    for bad in (55.0, float("nan"), "up"):
+        with pytest.raises(ValueError, match="pitch"):
+            s.reset(start, pitch=bad)

@@ -29,6 +29,7 @@ start. A consistent world comes back to where it started.
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,12 +46,14 @@ from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ONE_SHOT,
 from alaya.evaluation import metrics as M
 from alaya.evaluation.inverse_dynamics import (InverseDynamics, accuracy, checked_episode, load_episode,
                                                resize_frames)
+from alaya.models.view_warp import view_pitch_degrees
 
 
 class WorldSession(Protocol):
     size: int
 
-    def reset(self, frame: np.ndarray, prompt: str) -> None: ...
+    def reset(self, frame: np.ndarray, prompt: str) -> None: ...   # may also take pitch= (degrees):
+                                                                     # then it gets the start frame's
 
     def step(self, action: np.ndarray) -> np.ndarray: ...
 
@@ -161,8 +164,12 @@ class _Driver:
         self.session, self.size = session, size
         self.seconds, self.steps = 0.0, 0
 
-    def stream(self, frame: np.ndarray, prompt: str, actions: np.ndarray):
-        self.session.reset(frame, prompt)
+    def stream(self, frame: np.ndarray, prompt: str, actions: np.ndarray, pitch: float | None = None):
+        """``pitch``: the recorded camera pitch of ``frame``, for sessions whose reset takes it."""
+        if pitch is not None and "pitch" in inspect.signature(self.session.reset).parameters:
+            self.session.reset(frame, prompt, pitch=pitch)
+        else:
+            self.session.reset(frame, prompt)
         for k, row in enumerate(actions):
             t0 = time.perf_counter()
             out = self.session.step(np.ascontiguousarray(row, dtype=np.float32))
@@ -170,9 +177,9 @@ class _Driver:
             self.steps += 1
             yield self.check(out, k + 1)
 
-    def rollout(self, frame: np.ndarray, prompt: str, actions: np.ndarray) -> np.ndarray:
+    def rollout(self, frame: np.ndarray, prompt: str, actions: np.ndarray, pitch: float | None = None) -> np.ndarray:
         """uint8 (len(actions), H, W, 3): the frames after each action row."""
-        return np.stack(list(self.stream(frame, prompt, actions)))
+        return np.stack(list(self.stream(frame, prompt, actions, pitch)))
 
     def check(self, out, step: int) -> np.ndarray:
         shape = (self.size, self.size, 3)
@@ -181,6 +188,11 @@ class _Driver:
             raise ValueError(f"session.step returned {got} at step {step}; expected a uint8 numpy array "
                              f"of shape {shape} (session.size = {self.size})")
         return out
+
+
+def start_pitch(ep: dict, t: int) -> float | None:
+    """The recorded camera pitch (degrees) of frame ``t``, None without ``world_to_camera``."""
+    return float(view_pitch_degrees(ep["world_to_camera"][t])) if "world_to_camera" in ep else None
 
 
 # --- the evaluation ---------------------------------------------------------------------------
@@ -271,8 +283,9 @@ def evaluate_world(make_session: Callable[[], WorldSession], episodes, idm: Inve
         name, ep = eps[i]
         real, actions = ep["rgb"][s, t0:t0 + H + 1], ep["actions"][t0 + 1:t0 + H + 1]
         prompt = _prompt(str(ep["styles"][s]), i, prompts)
-        gen = drive.rollout(real[0], prompt, actions)
-        gen_shuffled = drive.rollout(real[0], prompt, shuffled)
+        pitch = start_pitch(ep, t0)
+        gen = drive.rollout(real[0], prompt, actions, pitch)
+        gen_shuffled = drive.rollout(real[0], prompt, shuffled, pitch)
         bar.update(2 * H)
         rows.append({"episode": name, "style": str(ep["styles"][s]), "t0": t0,
                      "psnr": psnr_frames(gen, real[1:]), "ssim": ssim_frames(gen, real[1:]),
@@ -347,7 +360,7 @@ def _long_rollout(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, bar) -> di
     name, ep = eps[0]
     actions = scripted_actions(cfg.rollout_frames, cfg.seed)
     stats, head, chunk = [], [], []
-    for frame in drive.stream(ep["rgb"][0, 0], _prompt(str(ep["styles"][0]), 0, prompts), actions):
+    for frame in drive.stream(ep["rgb"][0, 0], _prompt(str(ep["styles"][0]), 0, prompts), actions, start_pitch(ep, 0)):
         if len(head) < cfg.gif_frames:
             head.append(frame)
         chunk.append(frame)
@@ -375,13 +388,13 @@ def _loops(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, rng: np.random.Ge
     for j in range(cfg.loops):
         i = j % len(eps)
         name, ep = eps[i]
-        s = int(rng.integers(len(ep["styles"])))
-        starts.append((ep["rgb"][s, int(rng.integers(ep["rgb"].shape[1]))], _prompt(str(ep["styles"][s]), i, prompts)))
+        s, t = int(rng.integers(len(ep["styles"]))), int(rng.integers(ep["rgb"].shape[1]))
+        starts.append((ep["rgb"][s, t], _prompt(str(ep["styles"][s]), i, prompts), start_pitch(ep, t)))
     for kind in ("turn", "move"):
         actions = loop_actions(cfg.loop_frames, kind)
         turn, back = [], []
-        for j, (frame, prompt) in enumerate(starts):
-            gen = drive.rollout(frame, prompt, actions)
+        for j, (frame, prompt, pitch) in enumerate(starts):
+            gen = drive.rollout(frame, prompt, actions, pitch)
             bar.update(len(actions))
             turn.append(psnr_frames(gen[cfg.loop_frames - 1:cfg.loop_frames], frame[None])[0])
             back.append(psnr_frames(gen[-1:], frame[None])[0])

@@ -14,7 +14,9 @@ No engine at play time. Frame n's RGB latents are generated from
 With ``view_warp`` the context is first turned into frame n's view: a turn or pitch action
 rotates the camera by a known angle, and a camera rotation moves every pixel by a homography
 that needs no depth (``alaya.models.view_warp``), so the network only has to predict what a
-rotation cannot explain (parallax, moving bodies, what comes into view).
+rotation cannot explain (parallax, moving bodies, what comes into view). With ``ground_warp`` a
+forward or strafe step moves it too, the scene taken as a floor at eye height under a far
+background: exact for the ground, which fills the lower half of a walking view.
 
 It shares the Flash student's streaming core: the network *is* a :class:`Student`, whose per-frame
 conditioning input (the G-buffer slot) takes the anchor latent, whose context slot takes the
@@ -24,6 +26,7 @@ same few-step sampler (``sample_student``), ONNX export and runtime backends run
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -34,7 +37,7 @@ from alaya.codecs.patch import stabilize_patch_latent
 from alaya.data.actions import ACTION_DIM
 from alaya.diffusion.flow import time_grid
 from alaya.models.student import Student, StudentConfig, sample_student
-from alaya.models.view_warp import pinhole, turn_rotation, warp_rotation
+from alaya.models.view_warp import camera_rotation, pinhole, turn_rotation, walk_poses, warp_ground, warp_rotation
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
 
@@ -65,6 +68,11 @@ class WorldModelConfig:
     pitch_degrees: float = 2.0       # (NavigationScale rates / GameConfig.fps)
     start_pitch_degrees: float = -5.73   # the game's pitch at a start frame and its limit: a session
     max_pitch_degrees: float = 40.0      # plays pitch actions as the game does (WorldSession)
+    ground_warp: bool = False        # with view_warp: also move the context by the walk of its forward /
+                                     # strafe actions, the scene taken as a floor eye_height below the
+                                     # camera and a far background (needs the camera's pitch)
+    eye_height: float = 1.4          # the game's eye height (GameConfig) and walk per frame at
+    move_metres: float = 0.1         # forward = 1 (NavigationScale.move_speed / fps)
 
     def __post_init__(self):
         if self.codec not in CODECS:
@@ -73,6 +81,8 @@ class WorldModelConfig:
             raise ValueError(f"codec 'patch4' has 48 latent channels, got latent_channels={self.latent_channels}")
         if self.view_warp and self.codec != "patch4":
             raise ValueError("view_warp needs codec 'patch4' (a warp of the autoencoder's latents is not a warp of the image)")
+        if self.ground_warp and not self.view_warp:
+            raise ValueError("ground_warp extends view_warp: set view_warp too")
         if self.view_warp and self.action_history < self.context:
             raise ValueError(f"view_warp: action_history ({self.action_history}) must cover the context "
                              f"({self.context}) to know each context frame's rotation")
@@ -119,21 +129,35 @@ class WorldModel(nn.Module):
         cond = self.pack(style, actions, noise)
         return self.core(z, t, t, anchor, cond, context, valid)
 
-    def align(self, context: torch.Tensor, valid: torch.Tensor, actions: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor]:
+    def align(self, context: torch.Tensor, valid: torch.Tensor, actions: torch.Tensor,
+              pitch: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """With ``view_warp``: context (B, K, C, h, w) seen from frame n's camera, each frame k
         (frame n-1-k) rotated by the turn and pitch of action rows n ... n-k, and its validity
-        (B, K, 1, h, w) lowered where the new view sees past the old frame's edge. Otherwise
-        unchanged. Warped in pixel space (the patch latent is the image, rearranged)."""
+        (B, K, 1, h, w) lowered where the new view sees past the old frame's edge. With
+        ``ground_warp`` also moved by the walk of those rows (``warp_ground``), which needs frame
+        n's camera ``pitch`` (B,) in degrees. Otherwise unchanged. Warped in pixel space (the
+        patch latent is the image, rearranged)."""
         c = self.config
         if not c.view_warp:
             return context, valid
         B, K, C, h, w = context.shape
-        angles = actions[:, :K, 2:4].cumsum(1)                          # (B, K, [turn, pitch])
-        rotation = turn_rotation(torch.deg2rad(angles[..., 0] * c.turn_degrees).reshape(-1),
-                                 torch.deg2rad(angles[..., 1] * c.pitch_degrees).reshape(-1))
         image = F.pixel_shuffle(context.reshape(B * K, C, h, w), c.factor)
-        warped, coverage = warp_rotation(image, rotation, pinhole(image.shape[-1], c.fov_y_degrees))
+        camera = pinhole(image.shape[-1], c.fov_y_degrees)
+        if c.ground_warp:
+            if pitch is None or tuple(pitch.shape) != (B,):
+                got = None if pitch is None else tuple(pitch.shape)
+                raise ValueError(f"pitch: ground_warp needs frame n's camera pitch in degrees, shape ({B},); got {got}")
+            pitch = torch.deg2rad(pitch.float())
+            yaw, old_pitch, centre = walk_poses(actions[:, :K], pitch, math.radians(c.turn_degrees),
+                                                math.radians(c.pitch_degrees), c.move_metres)
+            new = camera_rotation(torch.zeros(B), pitch).repeat_interleave(K, 0)
+            old = camera_rotation(yaw.reshape(-1), old_pitch.reshape(-1))
+            warped, coverage = warp_ground(image, camera, new, old, centre.reshape(-1, 3), c.eye_height)
+        else:
+            angles = actions[:, :K, 2:4].cumsum(1)                      # (B, K, [turn, pitch])
+            rotation = turn_rotation(torch.deg2rad(angles[..., 0] * c.turn_degrees).reshape(-1),
+                                     torch.deg2rad(angles[..., 1] * c.pitch_degrees).reshape(-1))
+            warped, coverage = warp_rotation(image, rotation, camera)
         coverage = F.avg_pool2d(coverage, c.factor).reshape(B, K, 1, h, w)
         return F.pixel_unshuffle(warped, c.factor).reshape(B, K, C, h, w), valid * coverage
 
@@ -150,12 +174,12 @@ class WorldModel(nn.Module):
     @torch.no_grad()
     def sample(self, z: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
                style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor, steps: int | None = None,
-               stabilize: bool = False) -> torch.Tensor:
+               stabilize: bool = False, pitch: torch.Tensor | None = None) -> torch.Tensor:
         """Frame n's latents from pure noise ``z`` in ``steps`` Euler steps (the core's sampler),
         given the context as generated (``align`` is applied here, once) and the noise level the
-        model is told; then ``finish``: the newest aligned context frame added back, optionally
+        model is told (``pitch``: frame n's, for ``ground_warp``); then ``finish``: the newest aligned context frame added back, optionally
         stabilized as ``WorldSession`` does."""
-        context, valid = self.align(context, valid, actions)
+        context, valid = self.align(context, valid, actions, pitch)
         ts = time_grid(steps or self.config.steps)
         out = sample_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
         return self.finish(out, context[:, 0], stabilize)

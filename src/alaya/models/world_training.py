@@ -18,7 +18,8 @@ keyed by the codec's hash). A training sample is one frame n of one episode in o
   model's own errors from free rollouts (``ErrorBank``), told the play-time noise level;
 * actions: rows n, n-1, ... ; style: an augmented embedding of one of the style's phrasings;
 * with ``view_warp`` the (noised) context is first rotated into frame n's view by its turn and
-  pitch rows (``WorldModel.align``), and the residual is taken from that rotated frame.
+  pitch rows (``WorldModel.align``; with ``ground_warp`` also moved by their walk, from the
+  recorded camera pitch), and the residual is taken from that warped frame.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from alaya.data.episodes import EpisodeDataset
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight
 from alaya.models.student import push_context
 from alaya.models.teacher_training import augment_prompt, latent_channel_weights
+from alaya.models.view_warp import view_pitch_degrees
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.nn.pretrained import atomic_save_tensors
 from alaya.text import PromptEncoder
@@ -98,7 +100,8 @@ def encode_episodes(root: str, ae: Autoencoder, progress: bool = True, batch: in
 
 
 class LatentEpisodes:
-    """One split's episodes in memory, actions (N, T, 8) and each style's phrasing embeddings,
+    """One split's episodes in memory, actions (N, T, 8), camera pitch (N, T) in degrees (``pitch``,
+    None if the episodes have no ``world_to_camera``) and each style's phrasing embeddings,
     plus either cached autoencoder latents (N, S, T, C, h, w) float16 (``folder``) or the frames
     themselves, uint8 (N, S, T, H, W, 3), encoded on the fly by a ``PatchCodec`` (``patch``)."""
 
@@ -110,7 +113,7 @@ class LatentEpisodes:
         ids = ds.ids(split)
         if not ids:
             raise ValueError(f"{root}: no episodes in split {split!r}")
-        lat, acts, styles = [], [], None
+        lat, acts, pitches, styles = [], [], [], None
         for eid in ids:
             ep = ds.load(eid)
             names = [str(s) for s in ep["styles"]]
@@ -121,10 +124,13 @@ class LatentEpisodes:
             lat.append(torch.from_numpy(ep["rgb"]) if patch is not None
                        else load_file(str(folder / f"{eid}.safetensors"))["rgb"])
             acts.append(torch.from_numpy(ep["actions"]))
+            pitches.append(view_pitch_degrees(ep["world_to_camera"]) if "world_to_camera" in ep else None)
         T = min(x.shape[1] for x in lat)
         self.store = torch.stack([x[:, :T] for x in lat])
         self.patch = patch
         self.actions = torch.stack([a[:T] for a in acts])
+        # camera pitch per frame (degrees), for ground_warp; None unless every episode has its poses
+        self.pitch = None if any(p is None for p in pitches) else torch.stack([p[:T] for p in pitches])
         self.styles = styles
         self.phrasings = [encoder.encode(list(ds.meta.styles[s])) for s in styles]
         self.ids = ids
@@ -155,6 +161,12 @@ def action_rows(data: LatentEpisodes, e, n, history: int) -> torch.Tensor:
                                     torch.zeros(len(e), data.actions.shape[-1])) for a in range(history)], 1)
 
 
+def frame_pitch(data: LatentEpisodes, e, n) -> torch.Tensor | None:
+    """(B,) camera pitch in degrees of frames ``n`` of episodes ``e`` (frame 0's before it), or None
+    without recorded poses."""
+    return None if data.pitch is None else data.pitch[e, np.maximum(n, 0)]
+
+
 def real_context(data: LatentEpisodes, e, st, newest, K: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Recorded frames newest, newest-1, ... (K of them, newest first) as a context (B, K, C, h, w)
     and its validity (B, K, 1, h, w): invalid before the episode's start."""
@@ -168,8 +180,8 @@ def real_context(data: LatentEpisodes, e, st, newest, K: int) -> tuple[torch.Ten
 
 
 def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, T: int):
-    """Target frames, anchors, clean context (B, K, ...), validity, action rows and style
-    vectors for episodes ``e`` in styles ``st``."""
+    """Target frames, anchors, clean context (B, K, ...), validity, action rows, style vectors
+    and frame indices for episodes ``e`` in styles ``st``."""
     m = cfg.model
     B = len(e)
     K, A = m.context, m.action_history
@@ -215,7 +227,8 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
         rows = action_rows(data, e, f, m.action_history)
         level = torch.full((B,), m.play_context_noise)    # as at play: told, not added (WorldSession)
         z = torch.from_numpy(rng.standard_normal((B, *ctx.shape[2:]))).float()
-        out = model.sample(z, anchor, g_ctx, g_valid, style, rows, level, steps=cfg.rollout_steps, stabilize=True)
+        out = model.sample(z, anchor, g_ctx, g_valid, style, rows, level, steps=cfg.rollout_steps, stabilize=True,
+                           pitch=frame_pitch(data, e, f))
         real = data.latent(e, st, np.maximum(f, 0))
         out = torch.where(torch.from_numpy(f >= 1).view(B, 1, 1, 1), out, real)   # frame 0 stays real
         g_ctx, g_valid = push_context(g_ctx, g_valid, out)
@@ -259,7 +272,8 @@ class ErrorBank:
             f = n0 + h
             rows = action_rows(data, e, f, m.action_history)
             z = torch.from_numpy(rng.standard_normal(first.shape)).float()
-            out = model.sample(z, first, ctx, valid, style, rows, level, steps=m.steps, stabilize=True)
+            out = model.sample(z, first, ctx, valid, style, rows, level, steps=m.steps, stabilize=True,
+                               pitch=frame_pitch(data, e, f))
             errors.append((out - data.latent(e, st, f)).half())
             ctx, valid = push_context(ctx, valid, out)
         model.train(was_training)
@@ -298,7 +312,7 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
     uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
     t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
     eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
-    noisy, valid = core.align(noisy, valid, rows)   # view_warp: the context seen from frame n's camera
+    noisy, valid = core.align(noisy, valid, rows, frame_pitch(data, e, n))   # view_warp: seen from frame n
     if cfg.model.residual:                       # the change from the newest context frame as it is given,
         x = x - noisy[:, 0]                      # noise included: the model learns to remove that noise
     v = model(interpolate(x, eps, t), t, anchor, noisy, valid, style, rows, level)
@@ -311,6 +325,8 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
     model = WorldModel.from_pretrained(cfg.init) if cfg.init else WorldModel(cfg.model)
     if cfg.init and cfg.model.view_warp and not model.config.view_warp:   # fine-tune into the warp
         model.config = dataclasses.replace(model.config, view_warp=True)
+    if cfg.init and cfg.model.ground_warp and not model.config.ground_warp:
+        model.config = dataclasses.replace(model.config, view_warp=True, ground_warp=True)
     cfg.model = model.config
     if cfg.model.codec == "patch4":
         folder, patch = None, PatchCodec(PatchCodecConfig(factor=4))
@@ -324,6 +340,8 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
         weights = latent_channel_weights(ae, cfg.channel_weight_mix)
     encoder = PromptEncoder()
     train = LatentEpisodes(cfg.data, folder, "train", encoder, patch)
+    if cfg.model.ground_warp and train.pitch is None:
+        raise ValueError(f"{cfg.data}: ground_warp needs every episode's camera poses (key 'world_to_camera')")
     ds = EpisodeDataset(cfg.data)
     held_out = next((s for s in ("val", "test") if ds.ids(s)), None)   # tiny datasets may lack val
     val = LatentEpisodes(cfg.data, folder, held_out, encoder, patch) if held_out else None

@@ -72,12 +72,19 @@ class WorldSession:
         return torch.from_numpy(a.copy()).permute(2, 0, 1)[None].float() / 255
 
     @torch.no_grad()
-    def reset(self, frame: np.ndarray, prompt: str | None = None) -> None:
-        """Start a new game from ``frame`` (uint8 (size, size, 3)), in ``prompt``'s style if given."""
+    def reset(self, frame: np.ndarray, prompt: str | None = None, pitch: float | None = None) -> None:
+        """Start a new game from ``frame`` (uint8 (size, size, 3)), in ``prompt``'s style if given;
+        ``pitch``: the start frame's camera pitch in degrees (default: the game's start pitch,
+        ``WorldModelConfig.start_pitch_degrees``), which the pitch limit and ``ground_warp`` use."""
         x = self._check_frame(frame)
+        c = self.model.config
+        if pitch is None:
+            pitch = c.start_pitch_degrees
+        if isinstance(pitch, bool) or not isinstance(pitch, (int, float, np.floating, np.integer)) \
+                or not abs(float(pitch)) <= c.max_pitch_degrees + 0.01:
+            raise ValueError(f"pitch: expected degrees within ±{c.max_pitch_degrees:g}, got {pitch!r}")
         if prompt is not None:
             self.set_prompt(prompt)
-        c = self.model.config
         z = self.autoencoder.encode(x)
         self.anchor = z
         h = self.size // c.factor
@@ -87,7 +94,7 @@ class WorldSession:
         self.actions = torch.zeros(1, c.action_history, ACTION_DIM)
         self.decoder_state = None
         self.frame_index = 0
-        self.pitch = c.start_pitch_degrees
+        self.pitch = min(max(float(pitch), -c.max_pitch_degrees), c.max_pitch_degrees)
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
         _, self.decoder_state = self.backend.decode(z, None)
 
@@ -107,7 +114,8 @@ class WorldSession:
         # the play level but gets no noise, so it removes what looks like noise (its own
         # accumulated errors) instead of compounding them.
         level = torch.full((1,), float(self.context_noise))
-        context, valid = self.model.align(self.context, self.valid, self.actions)   # view_warp
+        context, valid = self.model.align(self.context, self.valid, self.actions,   # view_warp
+                                          torch.tensor([self.pitch]))
         cond = self.model.pack(self.style, self.actions, level)
         _, features = self.backend.frame(self.anchor, context * valid, valid)
         z = torch.randn(self.anchor.shape, generator=gen)
