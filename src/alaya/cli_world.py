@@ -56,6 +56,17 @@ def _eval_world(a: argparse.Namespace) -> int:
                           seed=a.seed)
     result = evaluate_world(lambda: factory.new(seed=a.seed), ds, load_idm(a.idm or None), cfg, prompts=ds.meta.styles,
                             progress=not a.json)
+    if a.game_reference:                 # the game's own long-rollout statistics, same actions and start
+        from alaya.evaluation.world_eval import scripted_actions
+        from alaya.evaluation.world_reference import game_long_rollout
+        eid = ds.ids(a.split)[0]
+        seed, ep = ds.meta.episodes[eid]["seed"], ds.load(eid)
+        if seed is None or ds.meta.source != "alaya-game":
+            raise SystemExit(f"--game-reference: episode {eid} was not recorded from our game "
+                             f"(source {ds.meta.source!r}, seed {seed!r})")
+        result.update(game_long_rollout(seed, str(ep["styles"][0]), scripted_actions(cfg.rollout_frames, cfg.seed),
+                                        a.size, result["rollout_window_used"], start=ep["rgb"][0, 0],
+                                        progress=not a.json))
     if a.report:
         write_world_report(result, a.report, f"alaya eval world: {a.weights}")
     out = public_json(result)
@@ -64,7 +75,8 @@ def _eval_world(a: argparse.Namespace) -> int:
     else:
         for k in ("psnr_step16", "baseline_psnr_step16", "delta_psnr_actions", "idm_accuracy_real",
                   "idm_accuracy_generated", "idm_ratio", "late_early_sharpness_ratio",
-                  "late_early_brightness_ratio", "colour_drift"):
+                  "late_early_brightness_ratio", "colour_drift", "game_late_early_sharpness_ratio",
+                  "game_late_early_brightness_ratio", "game_colour_drift"):
             if isinstance(out.get(k), (int, float)):
                 print(f"{k:30s} {out[k]:.4f}")
         if a.report:
@@ -113,4 +125,6 @@ def add_eval_world_command(esub) -> None:
     ew.add_argument("--seed", type=int, default=0)
     ew.add_argument("--report", help="folder for report.md, results.json, figures and a GIF")
     ew.add_argument("--json", action="store_true", help="print one JSON object")
+    ew.add_argument("--game-reference", action="store_true",
+                    help="also play the long rollout's actions in the game itself (recorded game episodes)")
     ew.set_defaults(func=_eval_world)

@@ -12,7 +12,8 @@ import torch
 from alaya.data.actions import ActionError
 from alaya.evaluation.inverse_dynamics import (IDMConfig, InverseDynamics, accuracy, action_classes,
                                                balanced_accuracy, load_episode, train_idm)
-from alaya.evaluation.world_eval import (WorldEvalConfig, colour_drift, evaluate_world, frame_stats,
+from alaya.evaluation.world_eval import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
+                                         WorldEvalConfig, colour_drift, evaluate_world, frame_stats,
                                          late_early_ratio, loop_actions, public_json, scripted_actions)
 from alaya.evaluation.world_report import write_world_report
 
@@ -157,7 +158,24 @@ def test_frame_stats_and_drift_on_known_frames():
     acts = scripted_actions(500, seed=3)
     assert acts.shape == (500, 8) and np.array_equal(acts, scripted_actions(500, seed=3))
     assert (acts[:, 0] != 0).mean() > 0.3 and 0 < (acts[:, 4:].sum(1) > 0).mean() < 0.1
+    long = scripted_actions(3000, seed=0)
+    pitch = START_PITCH_DEGREES + PITCH_DEGREES_PER_FRAME * np.cumsum(long[:, PITCH])
+    lo, hi = LOOK_RANGE_DEGREES
+    assert lo - 1 <= pitch.min() and pitch.max() <= hi + 1 and (long[:, PITCH] != 0).mean() > 0.03   # looks, in range
     assert loop_actions(3, "turn")[:, TURN].tolist() == [1, 1, 1, -1, -1, -1]
+
+
+def test_scripted_look_matches_the_game_and_its_players():
+    import math
+
+    from alaya.data.actions import NavigationScale
+    from alaya.engine.game import GameConfig
+    from alaya.engine.players import PlayerConfig
+    from alaya.models.world import WorldModelConfig
+    assert PITCH_DEGREES_PER_FRAME == pytest.approx(math.degrees(NavigationScale().pitch_rate) / GameConfig().fps)
+    assert START_PITCH_DEGREES == WorldModelConfig().start_pitch_degrees
+    lo, hi = (math.degrees(v) for v in PlayerConfig().pitch_range)
+    assert LOOK_RANGE_DEGREES[0] >= lo - 1 and LOOK_RANGE_DEGREES[1] <= hi + 1
 
 
 def test_oracle_replay_is_perfect_and_beats_the_baseline(episodes):
