@@ -130,8 +130,9 @@ def write_world_report(result: dict, folder: str | os.PathLike, title: str) -> P
     headline = ["psnr_step1", f"psnr_step{H}", f"baseline_psnr_step{H}", f"ssim_step{H}", "psnr_mean",
                 "psnr_shuffled_mean", "delta_psnr_actions", "idm_accuracy_real", "idm_accuracy_generated",
                 "idm_ratio", "late_early_sharpness_ratio", "late_early_brightness_ratio", "colour_drift",
-                "loop_turn_psnr_turn", "loop_turn_psnr_return", "loop_move_psnr_turn", "loop_move_psnr_return",
-                "s_per_frame"]
+                "game_late_early_sharpness_ratio", "game_late_early_brightness_ratio", "game_colour_drift",
+                "game_start_psnr", "loop_turn_psnr_turn", "loop_turn_psnr_return", "loop_move_psnr_turn",
+                "loop_move_psnr_return", "s_per_frame"]
     lines = [f"# {title}", "",
              f"Episodes: {', '.join(data['episodes'])}; {cfg['windows']} windows of {H} steps per episode "
              f"and style ({sum(v['windows'] for v in data['per_style'].values())} in all), seed {cfg['seed']}; "
