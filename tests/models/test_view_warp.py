@@ -25,6 +25,22 @@ def image(frame: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(frame).permute(2, 0, 1)[None].float() / 255
 
 
+def last_step(seed: int, warmup: int, rows: list) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The engine's frames before and after the last of ``rows`` played in game ``seed``, and
+    the camera pitch (1,) after it."""
+    g = GameStream(seed, GameConfig(size=SIZE, warmup_frames=warmup))
+    try:
+        for row in rows[:-1]:
+            g.apply(row)
+            g.step()
+        before = image(g.render_style("clear_noon"))
+        g.apply(rows[-1])
+        g.step()
+        return before, image(g.render_style("clear_noon")), torch.tensor([g.pitch])
+    finally:
+        g.close()
+
+
 def test_no_rotation_is_the_identity():
     x = torch.rand(2, 3, 16, 16)
     warped, coverage = warp_rotation(x, turn_rotation(torch.zeros(2), torch.zeros(2)), pinhole(16, 70.0))
@@ -41,17 +57,7 @@ def test_a_turn_uncovers_the_side_it_turns_to():
 @pytest.mark.parametrize("turn,pitch", [(1.0, 0.0), (-1.0, 0.0), (0.0, 1.0), (0.0, -1.0)])
 def test_warp_matches_the_engine_turn_and_pitch(turn, pitch):
     cfg = WorldModelConfig()
-    g = GameStream(3, GameConfig(size=SIZE, warmup_frames=10))
-    try:
-        for _ in range(3):                     # a few frames of the rotation, as played
-            g.apply(action_vector(turn=turn, pitch=pitch))
-            g.step()
-        before = image(g.render_style("clear_noon"))
-        g.apply(action_vector(turn=turn, pitch=pitch))
-        g.step()
-        after = image(g.render_style("clear_noon"))
-    finally:
-        g.close()
+    before, after, _ = last_step(3, 10, [action_vector(turn=turn, pitch=pitch)] * 4)   # a few frames of it, as played
     K = pinhole(SIZE, cfg.fov_y_degrees)
 
     def warped(sign):
@@ -141,20 +147,8 @@ def test_ground_warp_without_a_step_is_the_rotation_warp():
 @pytest.mark.parametrize("forward,strafe", [(1.0, 0.0), (-1.0, 0.0), (0.0, 1.0)])
 def test_ground_warp_matches_the_engine_step(forward, strafe):
     cfg = WorldModelConfig(view_warp=True, ground_warp=True)
-    g = GameStream(5, GameConfig(size=SIZE, warmup_frames=30))
-    try:
-        g.apply(action_vector(pitch=-1.0))                # look down a little: more floor in view
-        g.step()
-        for _ in range(2):                                # a few steps of the walk, as played
-            g.apply(action_vector(forward=forward, strafe=strafe))
-            g.step()
-        before = image(g.render_style("clear_noon"))
-        g.apply(action_vector(forward=forward, strafe=strafe))
-        g.step()
-        after = image(g.render_style("clear_noon"))
-        pitch = torch.tensor([g.pitch])
-    finally:
-        g.close()
+    look_down = action_vector(pitch=-1.0)                 # a little: more floor in view
+    before, after, pitch = last_step(5, 30, [look_down] + [action_vector(forward=forward, strafe=strafe)] * 3)
     K = pinhole(SIZE, cfg.fov_y_degrees)
     new = camera_rotation(torch.zeros(1), pitch)
 
