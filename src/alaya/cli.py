@@ -299,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="world: share of noised contexts whose noise is the same in every frame")
     tr.add_argument("--error-prob", type=float, default=0.3,
                     help="world: share of contexts carrying the model's own rollout errors (error recycling; 0 = off)")
+    tr.add_argument("--still-prob", type=float, default=0.0, help="world: share of samples standing still")
     tr.add_argument("--view-warp", action="store_true",
                     help="world: rotate the context into the new view by the turn/pitch actions (also turns it on for --init)")
     tr.add_argument("--ground-warp", action="store_true",

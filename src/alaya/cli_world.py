@@ -34,7 +34,8 @@ def train_world_from_args(a: argparse.Namespace, train):
     return train_world(WorldTrainConfig(
         data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
         model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
-        context_noise=a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob, train=train))
+        context_noise=a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob,
+        still_prob=a.still_prob, train=train))
 
 
 def _import_video(a: argparse.Namespace) -> int:

@@ -172,3 +172,27 @@ def test_ground_warp_trains_from_the_recorded_pitch(episodes, encoder, tmp_path)
     data.pitch = None
     with pytest.raises(ValueError, match="pitch"):
         world_loss(WorldModel(ground), data, cfg, torch.ones(48), 0, 4, 0)
+
+
+def test_standing_still_samples_repeat_one_frame_with_no_action(episodes, encoder):
+    """A still sample: no action rows, every context frame and the target are recorded frame
+    n-1; the error bank's still rollouts are measured against their start frame."""
+    from alaya.models.world_training import stand_still
+    data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
+    cfg = WorldTrainConfig(data=str(episodes), model=TINY, still_prob=1.0, error_rollouts=3, error_horizon=4)
+    rng = np.random.default_rng(0)
+    e, st = rng.integers(len(data.ids), size=8), rng.integers(2, size=8)
+    x, anchor, ctx, valid, rows, style, n = draw_batch(data, cfg, rng, e, st, data.shape[2])
+    x2, ctx2, valid2, rows2, pitched = stand_still(data, cfg, rng, e, st, n, x, ctx, valid, rows)
+    assert (rows2 == 0).all() and (valid2 == 1).all() and np.array_equal(pitched, n - 1)
+    for b in range(8):
+        frame = data.latent([e[b]], [st[b]], [n[b] - 1])[0]
+        assert torch.equal(x2[b], frame) and all(torch.equal(ctx2[b, k], frame) for k in range(TINY.context))
+    same = stand_still(data, WorldTrainConfig(data="unused", model=TINY), rng, e, st, n, x, ctx, valid, rows)
+    assert same[0] is x and same[3] is rows                                  # off by default
+    bank = ErrorBank()
+    model = WorldModel(TINY)
+    bank.refresh(model, data, cfg, np.random.default_rng(0))
+    assert torch.isfinite(bank.errors).all() and bank.errors.shape[:2] == (3, 4)
+    loss, _ = world_loss(model, data, cfg, torch.ones(48), 0, 8, 0, bank=bank)
+    assert torch.isfinite(loss)

@@ -16,6 +16,10 @@ keyed by the codec's hash). A training sample is one frame n of one episode in o
   ground truth;
 * error recycling (``error_prob``): on part of the samples the context instead carries the
   model's own errors from free rollouts (``ErrorBank``), told the play-time noise level;
+* standing still (``still_prob``): recorded players rarely stand still, but a still view is
+  where nothing resamples the picture and the model's errors add up; on part of the samples
+  (and of the bank's rollouts) the player stands: no action rows, and the context and the target
+  are the same recorded frame (the world's moving bodies aside);
 * actions: rows n, n-1, ... ; style: an augmented embedding of one of the style's phrasings;
 * with ``view_warp`` the (noised) context is first rotated into frame n's view by its turn and
   pitch rows (``WorldModel.align``; with ``ground_warp`` also moved by their walk, from the
@@ -69,6 +73,8 @@ class WorldTrainConfig:
     error_horizon: int = 48              # model's own errors from free rollouts of up to this many frames
     error_rollouts: int = 32             # (ErrorBank: this many rollouts, redrawn every
     error_refresh: int = 200             # this many steps with the current weights)
+    still_prob: float = 0.0              # share of samples (and of error-bank rollouts) standing still:
+                                         # no action, the same recorded frame as context and target
     text_noise: float = 0.5
     uniform_t: float = 0.5               # share of training times drawn uniformly (the rest logit-normal):
                                          # few-step sampling visits low t, which logit-normal rarely trains
@@ -199,6 +205,26 @@ def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Gener
     return x, anchor, ctx, valid, rows, style, n
 
 
+def stand_still(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, n, x, ctx, valid,
+                rows):
+    """On ``cfg.still_prob`` of the samples the player stands still: the recorded frame n-1 as the
+    target and as every context frame, no action rows. Returns (x, ctx, valid, rows, the frame
+    whose camera pitch applies)."""
+    if cfg.still_prob <= 0:
+        return x, ctx, valid, rows, n
+    still = rng.random(len(e)) < cfg.still_prob
+    if not still.any():
+        return x, ctx, valid, rows, n
+    frame = data.latent(e[still], st[still], n[still] - 1)
+    b = torch.from_numpy(still)
+    x, ctx, valid, rows = x.clone(), ctx.clone(), valid.clone(), rows.clone()
+    x[b] = frame
+    ctx[b] = frame[:, None].expand(-1, ctx.shape[1], -1, -1, -1)
+    valid[b] = 1.0
+    rows[b] = 0.0
+    return x, ctx, valid, rows, np.where(still, n - 1, n)
+
+
 def add_context_noise(ctx: torch.Tensor, valid: torch.Tensor, cfg: WorldTrainConfig,
                       rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     B = ctx.shape[0]
@@ -261,6 +287,8 @@ class ErrorBank:
             raise ValueError(f"error recycling needs episodes longer than context + 1 = {K + 1} frames, got {T}")
         e, st = rng.integers(episodes, size=R), rng.integers(styles, size=R)
         n0 = rng.integers(K, T - H + 1, size=R)                  # first generated frame
+        still = torch.from_numpy(rng.random(R) < cfg.still_prob if cfg.still_prob > 0   # these stand still
+                                 else np.zeros(R, bool))                                   # from frame n0 - 1
         ctx, valid = real_context(data, e, st, n0 - 1, K)
         first = ctx[:, 0]                                        # the anchor, as a session's start frame
         style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
@@ -270,11 +298,11 @@ class ErrorBank:
         errors = []
         for h in range(H):                                       # as WorldSession plays it
             f = n0 + h
-            rows = action_rows(data, e, f, m.action_history)
+            rows = action_rows(data, e, f, m.action_history) * ~still.view(-1, 1, 1)
             z = torch.from_numpy(rng.standard_normal(first.shape)).float()
             out = model.sample(z, first, ctx, valid, style, rows, level, steps=m.steps, stabilize=True,
-                               pitch=frame_pitch(data, e, f))
-            errors.append((out - data.latent(e, st, f)).half())
+                               pitch=frame_pitch(data, e, np.where(still.numpy(), n0 - 1, f)))
+            errors.append((out - torch.where(still.view(-1, 1, 1, 1), first, data.latent(e, st, f))).half())
             ctx, valid = push_context(ctx, valid, out)
         model.train(was_training)
         self.errors = torch.stack(errors, 1)
@@ -300,6 +328,7 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
     used_rollout = rollout and cfg.rollout > 0 and rng.random() < cfg.rollout_prob
     if used_rollout:
         ctx, valid = self_rollout(core, data, cfg, rng, e, st, n, ctx, valid, anchor, style)
+    x, ctx, valid, rows, pitched = stand_still(data, cfg, rng, e, st, n, x, ctx, valid, rows)
     noisy, level = add_context_noise(ctx, valid, cfg, rng)
     recycled = torch.zeros(x.shape[0], dtype=torch.bool)
     if bank is not None and bank.errors is not None:             # error recycling, told the play level
@@ -312,7 +341,7 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
     uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
     t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
     eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
-    noisy, valid = core.align(noisy, valid, rows, frame_pitch(data, e, n))   # view_warp: seen from frame n
+    noisy, valid = core.align(noisy, valid, rows, frame_pitch(data, e, pitched))   # view_warp: seen from frame n
     if cfg.model.residual:                       # the change from the newest context frame as it is given,
         x = x - noisy[:, 0]                      # noise included: the model learns to remove that noise
     v = model(interpolate(x, eps, t), t, anchor, noisy, valid, style, rows, level)
