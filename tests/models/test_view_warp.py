@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from alaya.data.actions import NavigationScale, action_vector
+from alaya.data.episodes import view_pitch_degrees
 from alaya.engine.game import GameConfig, GameStream
 from alaya.engine.interactive import InteractiveConfig
-from alaya.models.view_warp import (camera_rotation, pinhole, turn_rotation, view_pitch_degrees, walk_poses,
-                                    warp_ground, warp_rotation)
+from alaya.models.view_warp import camera_rotation, pinhole, turn_rotation, walk_poses, warp_ground, warp_rotation
 from alaya.models.world import WorldModel, WorldModelConfig
 
 SIZE = 64

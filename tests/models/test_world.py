@@ -157,10 +157,10 @@ def test_ground_warp_trains_from_the_recorded_pitch(episodes, encoder, tmp_path)
     """The episodes' camera poses give every frame's pitch (the game's), which a ground-warp model
     trains with; data without poses is refused by name."""
     from alaya.data.episodes import EpisodeDataset
-    from alaya.models.view_warp import view_pitch_degrees
+    from alaya.data.episodes import view_pitch_degrees
     data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
     ep = EpisodeDataset(str(episodes)).load(data.ids[0])
-    assert torch.allclose(data.pitch[0], view_pitch_degrees(ep["world_to_camera"]))
+    assert torch.allclose(data.pitch[0], torch.from_numpy(view_pitch_degrees(ep["world_to_camera"])))
     assert data.pitch[:, 0].sub(WorldModelConfig().start_pitch_degrees).abs().max() < 0.01   # start frames
     ground = WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True, ground_warp=True)
     cfg = WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=ground, rollout=2, rollout_prob=1.0,

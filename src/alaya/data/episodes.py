@@ -324,3 +324,10 @@ def validate_episodes(root: str | os.PathLike[str]) -> list[str]:
         except ClipError as e:
             errors.append(str(e))
     return errors
+
+
+def view_pitch_degrees(world_to_camera) -> np.ndarray:
+    """Camera pitch (up positive, degrees) of ``world_to_camera`` view matrices (..., 4, 4) as
+    episodes store them (OpenGL: the camera looks down its -z axis; world z is up)."""
+    forward_z = -np.asarray(world_to_camera, np.float64)[..., 2, 2]
+    return np.degrees(np.arcsin(np.clip(forward_z, -1.0, 1.0))).astype(np.float32)

@@ -43,10 +43,10 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ONE_SHOT, check_actions
+from alaya.data.episodes import view_pitch_degrees
 from alaya.evaluation import metrics as M
 from alaya.evaluation.inverse_dynamics import (InverseDynamics, accuracy, checked_episode, load_episode,
                                                resize_frames)
-from alaya.models.view_warp import view_pitch_degrees
 
 
 class WorldSession(Protocol):

@@ -127,10 +127,3 @@ def warp_ground(image: torch.Tensor, K: torch.Tensor, new: torch.Tensor, old: to
     floor = (down < -1e-6) & (depth * length < max_distance)
     point = torch.where(floor, depth * rays - old_centre.to(dtype)[:, :, None], rays)
     return _sample(image, (K @ old.to(dtype)) @ point)                          # K R_old (X - c_old)
-
-def view_pitch_degrees(world_to_camera) -> torch.Tensor:
-    """Camera pitch (up positive, degrees) of OpenGL view matrices (..., 4, 4) as episodes store
-    them (``world_to_camera``: the camera looks down its -z axis; world z is up)."""
-    m = torch.as_tensor(world_to_camera, dtype=torch.float64)
-    forward_z = -m[..., 2, 2]
-    return torch.rad2deg(torch.asin(forward_z.clamp(-1.0, 1.0))).float()

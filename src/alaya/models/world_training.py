@@ -41,11 +41,10 @@ from tqdm import tqdm
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.latent_cache import codec_id
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
-from alaya.data.episodes import EpisodeDataset
+from alaya.data.episodes import EpisodeDataset, view_pitch_degrees
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight
 from alaya.models.student import push_context
 from alaya.models.teacher_training import augment_prompt, latent_channel_weights
-from alaya.models.view_warp import view_pitch_degrees
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.nn.pretrained import atomic_save_tensors
 from alaya.text import PromptEncoder
@@ -130,7 +129,7 @@ class LatentEpisodes:
             lat.append(torch.from_numpy(ep["rgb"]) if patch is not None
                        else load_file(str(folder / f"{eid}.safetensors"))["rgb"])
             acts.append(torch.from_numpy(ep["actions"]))
-            pitches.append(view_pitch_degrees(ep["world_to_camera"]) if "world_to_camera" in ep else None)
+            pitches.append(torch.from_numpy(view_pitch_degrees(ep["world_to_camera"])) if "world_to_camera" in ep else None)
         T = min(x.shape[1] for x in lat)
         self.store = torch.stack([x[:, :T] for x in lat])
         self.patch = patch
