@@ -222,7 +222,7 @@ def _serve(a: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from alaya import __version__
-    from alaya.cli_world import add_eval_world_command, add_record_commands
+    from alaya.cli_world import add_eval_world_command, add_record_commands, add_world_train_args
     from alaya.engine.camera import RIGS
     from alaya.engine.styles import STYLE_NAMES
     p = argparse.ArgumentParser(prog="alaya", description="Real-time generative worlds.")
@@ -292,19 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--sample-steps", type=int, default=8, help="student 'steps': the previous stage's steps")
     tr.add_argument("--rollout", type=int, default=2,
                     help="student 'meanflow', world: self-generated context frames")
-    tr.add_argument("--rollout-prob", type=float, default=0.0,
-                    help="world: share of batches trained on self-generated context (0 = off)")
-    tr.add_argument("--context-noise", type=float, default=0.5, help="world: context noise augmentation level")
-    tr.add_argument("--shared-noise", type=float, default=0.5,
-                    help="world: share of noised contexts whose noise is the same in every frame")
-    tr.add_argument("--error-prob", type=float, default=0.3,
-                    help="world: share of contexts carrying the model's own rollout errors (error recycling; 0 = off)")
-    tr.add_argument("--still-prob", type=float, default=0.0, help="world: share of samples standing still")
-    tr.add_argument("--view-warp", action="store_true",
-                    help="world: rotate the context into the new view by the turn/pitch actions (also turns it on for --init)")
-    tr.add_argument("--ground-warp", action="store_true",
-                    help="world: --view-warp plus the walk of forward/strafe actions over a floor at eye height")
-    tr.add_argument("--world-widths", help="world: widths of a new world model, e.g. 64,96")
+    add_world_train_args(tr)
     tr.add_argument("--student-widths", help="student 'ar': widths of a new student, e.g. 48,64")
     tr.add_argument("--data-weight", type=float, default=0.0,
                     help="student: also fit the data itself, with this weight (beyond the teacher)")

@@ -54,11 +54,11 @@ def _eval_world(a: argparse.Namespace) -> int:
     factory = WorldSessionFactory.from_pretrained(a.weights, size=a.size, backend=a.backend)
     ds = EpisodeDataset(a.data)
     cfg = WorldEvalConfig(horizon=a.horizon, episodes=a.episodes, split=a.split, rollout_frames=a.rollout_frames,
-                          seed=a.seed)
+                          still_frames=a.still_frames, seed=a.seed)
     result = evaluate_world(lambda: factory.new(seed=a.seed), ds, load_idm(a.idm or None), cfg, prompts=ds.meta.styles,
                             progress=not a.json)
     if a.game_reference:                 # the game's own long-rollout statistics, same actions and start
-        from alaya.evaluation.world_eval import scripted_actions
+        from alaya.evaluation.scripted_play import scripted_actions
         from alaya.evaluation.world_reference import game_long_rollout
         eid = ds.ids(a.split)[0]
         seed, ep = ds.meta.episodes[eid]["seed"], ds.load(eid)
@@ -77,7 +77,8 @@ def _eval_world(a: argparse.Namespace) -> int:
         for k in ("psnr_step16", "baseline_psnr_step16", "delta_psnr_actions", "idm_accuracy_real",
                   "idm_accuracy_generated", "idm_ratio", "late_early_sharpness_ratio",
                   "late_early_brightness_ratio", "colour_drift", "game_late_early_sharpness_ratio",
-                  "game_late_early_brightness_ratio", "game_colour_drift"):
+                  "game_late_early_brightness_ratio", "game_colour_drift", f"still_psnr_step{a.still_frames}",
+                  "still_sharpness_ratio"):
             if isinstance(out.get(k), (int, float)):
                 print(f"{k:30s} {out[k]:.4f}")
         if a.report:
@@ -119,6 +120,7 @@ def add_eval_world_command(esub) -> None:
     ew.add_argument("--episodes", type=int, default=8, help="held-out episodes replayed")
     ew.add_argument("--horizon", type=int, default=16)
     ew.add_argument("--rollout-frames", type=int, default=3000, help="frames of the long rollout")
+    ew.add_argument("--still-frames", type=int, default=60, help="frames of the standing-still test")
     ew.add_argument("--weights", default="weights/world_model")
     ew.add_argument("--idm", default="weights/inverse_dynamics", help="inverse-dynamics model ('' to skip)")
     ew.add_argument("--size", type=int, default=64)
@@ -129,3 +131,20 @@ def add_eval_world_command(esub) -> None:
     ew.add_argument("--game-reference", action="store_true",
                     help="also play the long rollout's actions in the game itself (recorded game episodes)")
     ew.set_defaults(func=_eval_world)
+
+
+def add_world_train_args(tr: argparse.ArgumentParser) -> None:
+    """The ``alaya train`` flags only ``train world`` reads (``train_world_from_args``)."""
+    tr.add_argument("--rollout-prob", type=float, default=0.0,
+                    help="world: share of batches trained on self-generated context (0 = off)")
+    tr.add_argument("--context-noise", type=float, default=0.5, help="world: context noise augmentation level")
+    tr.add_argument("--shared-noise", type=float, default=0.5,
+                    help="world: share of noised contexts whose noise is the same in every frame")
+    tr.add_argument("--error-prob", type=float, default=0.3,
+                    help="world: share of contexts carrying the model's own rollout errors (error recycling; 0 = off)")
+    tr.add_argument("--still-prob", type=float, default=0.0, help="world: share of samples standing still")
+    tr.add_argument("--view-warp", action="store_true",
+                    help="world: rotate the context into the new view by the turn/pitch actions (also turns it on for --init)")
+    tr.add_argument("--ground-warp", action="store_true",
+                    help="world: --view-warp plus the walk of forward/strafe actions over a floor at eye height")
+    tr.add_argument("--world-widths", help="world: widths of a new world model, e.g. 64,96")

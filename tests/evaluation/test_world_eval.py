@@ -12,9 +12,10 @@ import torch
 from alaya.data.actions import ActionError
 from alaya.evaluation.inverse_dynamics import (IDMConfig, InverseDynamics, accuracy, action_classes,
                                                balanced_accuracy, load_episode, train_idm)
-from alaya.evaluation.world_eval import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
-                                         WorldEvalConfig, colour_drift, evaluate_world, frame_stats,
-                                         late_early_ratio, loop_actions, public_json, scripted_actions)
+from alaya.evaluation.scripted_play import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
+                                            loop_actions, scripted_actions, still_actions)
+from alaya.evaluation.world_eval import (WorldEvalConfig, colour_drift, evaluate_world, frame_stats,
+                                         late_early_ratio, public_json)
 from alaya.evaluation.world_report import write_world_report
 
 SIZE, PX = 32, 2
@@ -125,7 +126,7 @@ class Fade(Shift):
 
 
 CFG = WorldEvalConfig(horizon=16, episodes=3, windows=2, rollout_frames=120, rollout_window=30,
-                      loop_frames=6, loops=2, samples=2, gif_frames=20, seed=1)
+                      loop_frames=6, loops=2, still_frames=12, samples=2, gif_frames=20, seed=1)
 
 
 @pytest.fixture(scope="module")
@@ -246,6 +247,26 @@ def test_out_and_back_returns_only_for_a_consistent_world(episodes):
             return super().step(np.abs(action))
     d = run(Drifts(), episodes)
     assert d["loop_turn_psnr_return"] < 25
+
+
+def test_standing_still_catches_melting_and_grain(episodes):
+    assert still_actions(3).shape == (3, 8) and not still_actions(3).any()
+    r = run(Shift(), episodes)                            # a world that stays put
+    assert [r[f"still_psnr_step{k}"] for k in (1, 6, 12)] == [100.0] * 3 and r["still_sharpness_ratio"] == 1.0
+    melt = run(Fade(12, 128.0), episodes)                 # blurs to mush while the player waits
+    assert melt["still_psnr_step12"] < 20 < melt["still_psnr_step1"] and melt["still_sharpness_ratio"] < 0.1
+
+    class Grain(Shift):                                   # grain grows while the player waits
+        def step(self, action):
+            frame = super().step(action)
+            if action.any():
+                return frame
+            self.k = getattr(self, "k", 0) + 1
+            noise = np.random.default_rng(self.k).normal(0, 3 * self.k, frame.shape)
+            return np.clip(frame + noise, 0, 255).astype(np.uint8)
+    g = run(Grain(), episodes)
+    assert g["still_sharpness_ratio"] > 1.25 and g["still_psnr_step12"] < g["still_psnr_step1"] < 100
+    assert r["loop_turn_psnr_return"] == g["loop_turn_psnr_return"]   # moving, Grain is Shift
 
 
 @pytest.fixture(scope="module")

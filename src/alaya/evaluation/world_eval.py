@@ -24,7 +24,12 @@ Then a **long rollout** of ``rollout_frames`` scripted player actions from one r
 (brightness, sharpness and mean colour per frame; their drift from the first to the last
 ``rollout_window`` frames), and **out-and-back loops** (turn left N frames then right N frames;
 forward N then backward N): PSNR of the return frame and of the turning-point frame against the
-start. A consistent world comes back to where it started.
+start. A consistent world comes back to where it started. And **standing still**: no action for
+``still_frames`` frames from the loops' start frames; PSNR of frames 1, ``still_frames`` / 2 and
+``still_frames`` against the start (``still_psnr_step{k}``) and the sharpness of the last frame
+over the start's (``still_sharpness_ratio``). The recorded scenes barely move while nobody acts (a
+thrown body may still roll), so a world that stays put scores high PSNR and a ratio near 1; one
+that blurs, melts or grows grain while the player waits does not.
 """
 
 from __future__ import annotations
@@ -42,11 +47,11 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ONE_SHOT, check_actions
 from alaya.data.episodes import view_pitch_degrees
 from alaya.evaluation import metrics as M
 from alaya.evaluation.inverse_dynamics import (InverseDynamics, accuracy, checked_episode, load_episode,
                                                resize_frames)
+from alaya.evaluation.scripted_play import loop_actions, scripted_actions, still_actions
 
 
 class WorldSession(Protocol):
@@ -68,13 +73,15 @@ class WorldEvalConfig:
     rollout_frames: int = 3000
     rollout_window: int = 300         # first / last frames compared in the long rollout
     loop_frames: int = 16             # N: out for N frames, back for N
-    loops: int = 4                    # start frames per loop kind
+    loops: int = 4                    # start frames per loop kind (and for standing still)
+    still_frames: int = 60            # standing still: frames with no action
     samples: int = 3                  # episodes in the contact sheet
     gif_frames: int = 200
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("horizon", "episodes", "windows", "rollout_frames", "rollout_window", "loop_frames", "loops"):
+        for name in ("horizon", "episodes", "windows", "rollout_frames", "rollout_window", "loop_frames", "loops",
+                     "still_frames"):
             if getattr(self, name) < 1:
                 raise ValueError(f"WorldEvalConfig.{name} must be >= 1, got {getattr(self, name)}")
 
@@ -112,53 +119,6 @@ def psnr_frames(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def ssim_frames(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(N,) SSIM of uint8 (N, H, W, 3) frames."""
     return M.ssim(M.frames_to_tensor(a), M.frames_to_tensor(b)).numpy()
-
-
-LOOK_RANGE_DEGREES = (-25.0, 11.0)   # where the recorded players look (engine.players' pitch range)
-PITCH_DEGREES_PER_FRAME = 2.0        # pitch = 1 at the game's rate and frame rate
-START_PITCH_DEGREES = -5.73          # the game's pitch at a start frame
-
-
-def scripted_actions(n: int, seed: int = 0) -> np.ndarray:
-    """(n, 8) actions like a player's: navigation held for 8–60 frames at a time (mostly walking
-    forward, sometimes strafing, turning or looking up and down, sometimes standing), one-shot
-    actions on about 3% of the frames. Looking up or down goes towards a random pitch in the
-    range the recorded players look in (``LOOK_RANGE_DEGREES``, from the start frame's pitch)
-    and stops there, as a player's look does: a random walk of pitch actions would end up staring
-    at the sky or the floor for hundreds of frames, which changes the real game's picture far more
-    than any collapse (measured: 5x in sharpness)."""
-    rng = np.random.default_rng(seed)
-    out = np.zeros((n, ACTION_DIM), np.float32)
-    t, pitch = 0, START_PITCH_DEGREES
-    while t < n:
-        d = int(rng.integers(8, 61))
-        nav = np.zeros(len(NAVIGATION), np.float32)
-        if rng.random() < 0.85:
-            nav[0] = rng.choice([1.0, 1.0, 0.5, -0.5])
-            nav[1] = rng.choice([0.0, 0.0, 0.0, 1.0, -1.0])
-            nav[2] = rng.choice([0.0, 0.0, 0.0, 0.5, -0.5, 1.0, -1.0])
-            if rng.random() < 0.2:                      # look towards a pitch in the players' range
-                target = rng.uniform(*LOOK_RANGE_DEGREES)
-                nav[3] = 0.5 if target > pitch else -0.5
-                d = max(1, min(d, int(abs(target - pitch) / (0.5 * PITCH_DEGREES_PER_FRAME))))
-                pitch += nav[3] * PITCH_DEGREES_PER_FRAME * d
-        out[t:t + d, :len(NAVIGATION)] = nav
-        t += d
-    shots = np.flatnonzero(rng.random(n) < 0.03)
-    out[shots, len(NAVIGATION) + rng.integers(len(ONE_SHOT), size=len(shots))] = 1.0
-    return check_actions(out)
-
-
-def loop_actions(n: int, kind: str) -> np.ndarray:
-    """(2n, 8): ``turn`` = turn left (turn=1) n frames, then right n frames; ``move`` = forward n
-    frames, then backward n frames."""
-    column = {"turn": "turn", "move": "forward"}.get(kind)
-    if column is None:
-        raise ValueError(f"loop kind must be 'turn' or 'move', got {kind!r}")
-    out = np.zeros((2 * n, ACTION_DIM), np.float32)
-    out[:n, ACTION_COLUMNS.index(column)] = 1.0
-    out[n:, ACTION_COLUMNS.index(column)] = -1.0
-    return out
 
 
 # --- driving a session ------------------------------------------------------------------------
@@ -289,7 +249,8 @@ def evaluate_world(make_session: Callable[[], WorldSession], episodes, idm: Inve
     rng = np.random.default_rng(cfg.seed)
     windows = _windows(eps, cfg, rng)
     H, n_loop = cfg.horizon, 2 * cfg.loop_frames
-    bar = tqdm(total=len(windows) * 2 * H + cfg.rollout_frames + 2 * cfg.loops * n_loop, desc="eval world",
+    bar = tqdm(total=len(windows) * 2 * H + cfg.rollout_frames + cfg.loops * (2 * n_loop + cfg.still_frames),
+               desc="eval world",
                disable=not progress, dynamic_ncols=True, unit="frame")
     rows, pairs = [], []
     for i, s, t0, shuffled in windows:
@@ -397,12 +358,7 @@ def _loops(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, rng: np.random.Ge
     """Out-and-back loops from ``loops`` real frames: PSNR vs the start at the turning point and
     at the return, per kind (``turn``, ``move``)."""
     out, samples = {}, {}
-    starts = []
-    for j in range(cfg.loops):
-        i = j % len(eps)
-        name, ep = eps[i]
-        s, t = int(rng.integers(len(ep["styles"]))), int(rng.integers(ep["rgb"].shape[1]))
-        starts.append((ep["rgb"][s, t], _prompt(str(ep["styles"][s]), i, prompts), start_pitch(ep, t)))
+    starts = _loop_starts(eps, cfg, prompts, rng)
     for kind in ("turn", "move"):
         actions = loop_actions(cfg.loop_frames, kind)
         turn, back = [], []
@@ -416,6 +372,35 @@ def _loops(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, rng: np.random.Ge
         out[f"loop_{kind}_psnr_turn"] = float(np.mean(turn))
         out[f"loop_{kind}_psnr_return"] = float(np.mean(back))
     out["loop_samples"] = samples
+    out.update(_stand_still(drive, starts, cfg, bar))
+    return out
+
+
+def _loop_starts(eps, cfg: WorldEvalConfig, prompts, rng: np.random.Generator) -> list[tuple]:
+    """(frame, prompt, pitch) of ``cfg.loops`` random real frames, episodes in turn."""
+    starts = []
+    for j in range(cfg.loops):
+        i = j % len(eps)
+        name, ep = eps[i]
+        s, t = int(rng.integers(len(ep["styles"]))), int(rng.integers(ep["rgb"].shape[1]))
+        starts.append((ep["rgb"][s, t], _prompt(str(ep["styles"][s]), i, prompts), start_pitch(ep, t)))
+    return starts
+
+
+def _stand_still(drive: _Driver, starts: list[tuple], cfg: WorldEvalConfig, bar) -> dict:
+    """No action for ``cfg.still_frames`` frames from each start: PSNR against the start at
+    frames 1, n/2 and n, and the last frames' mean sharpness over the starts'."""
+    n = cfg.still_frames
+    steps = sorted({1, max(1, n // 2), n})
+    psnr, sharp = {k: [] for k in steps}, []
+    for frame, prompt, pitch in starts:
+        gen = drive.rollout(frame, prompt, still_actions(n), pitch)
+        bar.update(n)
+        for k in steps:
+            psnr[k].append(psnr_frames(gen[k - 1:k], frame[None])[0])
+        sharp.append(frame_stats(np.stack([frame, gen[-1]]))["sharpness"])
+    out = {f"still_psnr_step{k}": float(np.mean(v)) for k, v in psnr.items()}
+    out["still_sharpness_ratio"] = late_early_ratio(np.array(sharp).T.reshape(-1), len(sharp))
     return out
 
 

@@ -132,12 +132,14 @@ def write_world_report(result: dict, folder: str | os.PathLike, title: str) -> P
                 "idm_ratio", "late_early_sharpness_ratio", "late_early_brightness_ratio", "colour_drift",
                 "game_late_early_sharpness_ratio", "game_late_early_brightness_ratio", "game_colour_drift",
                 "game_start_psnr", "loop_turn_psnr_turn", "loop_turn_psnr_return", "loop_move_psnr_turn",
-                "loop_move_psnr_return", "s_per_frame"]
+                "loop_move_psnr_return", *sorted(k for k in data if k.startswith("still_psnr_step")),
+                "still_sharpness_ratio", "s_per_frame"]
     lines = [f"# {title}", "",
              f"Episodes: {', '.join(data['episodes'])}; {cfg['windows']} windows of {H} steps per episode "
              f"and style ({sum(v['windows'] for v in data['per_style'].values())} in all), seed {cfg['seed']}; "
              f"long rollout {cfg['rollout_frames']} frames; loops of {cfg['loop_frames']} + "
-             f"{cfg['loop_frames']} frames from {cfg['loops']} starts.", "",
+             f"{cfg['loop_frames']} frames and standing still {cfg.get('still_frames', 0)} frames from "
+             f"{cfg['loops']} starts.", "",
              "| metric | value |", "|---|---|",
              *[f"| {k} | {_fmt(data[k])} |" for k in headline if k in data], ""]
     styles = data["per_style"]

@@ -1,0 +1,22 @@
+"""The command line's flags reach the commands that read them."""
+
+import pytest
+
+from alaya.cli import build_parser
+
+
+def test_world_train_flags_parse_and_keep_their_defaults():
+    p = build_parser()
+    a = p.parse_args(["train", "world", "--data", "d", "--run-dir", "r", "--still-prob", "0.2", "--ground-warp",
+                      "--error-prob", "0.4"])
+    assert (a.still_prob, a.ground_warp, a.view_warp, a.error_prob) == (0.2, True, False, 0.4)
+    b = p.parse_args(["train", "teacher", "--data", "d", "--run-dir", "r"])
+    assert (b.still_prob, b.ground_warp, b.rollout_prob, b.context_noise) == (0.0, False, 0.0, 0.5)
+
+
+def test_eval_world_takes_the_standing_still_length():
+    p = build_parser()
+    assert p.parse_args(["eval", "world", "--data", "d"]).still_frames == 60
+    assert p.parse_args(["eval", "world", "--data", "d", "--still-frames", "30"]).still_frames == 30
+    with pytest.raises(SystemExit):
+        p.parse_args(["eval", "world", "--data", "d", "--still-frames", "many"])
