@@ -28,14 +28,15 @@ def train_world_from_args(a: argparse.Namespace, train):
     """``alaya train world``: the world flags of the shared ``train`` parser into a run."""
     from alaya.models.world import WorldModelConfig
     from alaya.models.world_training import WorldTrainConfig, train_world
-    model_cfg = WorldModelConfig(view_warp=a.view_warp or a.ground_warp, ground_warp=a.ground_warp)
+    ground = a.ground_warp or a.anchor_warp
+    model_cfg = WorldModelConfig(view_warp=a.view_warp or ground, ground_warp=ground, anchor_warp=a.anchor_warp)
     if a.world_widths:
         model_cfg.widths = tuple(int(w) for w in a.world_widths.split(","))
     return train_world(WorldTrainConfig(
         data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
         model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
         context_noise=a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob,
-        still_prob=a.still_prob, train=train))
+        still_prob=a.still_prob, one_step_t=a.one_step_t, train=train))
 
 
 def _import_video(a: argparse.Namespace) -> int:
@@ -143,8 +144,12 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--error-prob", type=float, default=0.3,
                     help="world: share of contexts carrying the model's own rollout errors (error recycling; 0 = off)")
     tr.add_argument("--still-prob", type=float, default=0.0, help="world: share of samples standing still")
+    tr.add_argument("--one-step-t", type=float, default=0.0,
+                    help="world: share of samples trained at t = 1, the 1-step sampler's only time")
     tr.add_argument("--view-warp", action="store_true",
                     help="world: rotate the context into the new view by the turn/pitch actions (also turns it on for --init)")
     tr.add_argument("--ground-warp", action="store_true",
                     help="world: --view-warp plus the walk of forward/strafe actions over a floor at eye height")
+    tr.add_argument("--anchor-warp", action="store_true",
+                    help="world: --ground-warp plus the anchor seen from the new view at the walked pose")
     tr.add_argument("--world-widths", help="world: widths of a new world model, e.g. 64,96")

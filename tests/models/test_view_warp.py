@@ -11,7 +11,8 @@ from alaya.data.actions import NavigationScale, action_vector
 from alaya.data.episodes import view_pitch_degrees
 from alaya.engine.game import GameConfig, GameStream
 from alaya.engine.interactive import InteractiveConfig
-from alaya.models.view_warp import camera_rotation, pinhole, turn_rotation, walk_poses, warp_ground, warp_rotation
+from alaya.models.view_warp import (advance_pose, camera_rotation, dead_reckon, pinhole, relative_pose, turn_rotation,
+                                    walk_poses, warp_ground, warp_rotation)
 from alaya.models.world import WorldModel, WorldModelConfig
 
 SIZE = 64
@@ -179,3 +180,64 @@ def test_align_ground_warp_needs_the_pitch_and_moves_with_a_step():
     assert (moved - ctx).abs().max() > 0.1 and torch.allclose(plain.align(ctx, valid, walk)[0], ctx, atol=1e-5)
     with pytest.raises(ValueError, match="ground_warp extends view_warp"):
         WorldModelConfig(ground_warp=True)
+
+
+def test_dead_reckoning_agrees_with_the_backward_replay():
+    """Poses integrated forward from frame 0 (``dead_reckon``, row by row ``advance_pose``) and
+    seen from frame n (``relative_pose``) are the cameras ``walk_poses`` replays backwards."""
+    g = torch.Generator().manual_seed(0)
+    rows = torch.zeros(2, 12, 8)
+    rows[..., :3] = torch.randint(-2, 3, (2, 12, 3), generator=g).float() / 2
+    turn, move = math.radians(3), 0.1
+    poses = dead_reckon(rows, turn, move)
+    assert torch.equal(poses[:, 0], torch.zeros(2, 3))
+    pose = torch.zeros(2, 3)
+    for t in range(1, 12):
+        pose = advance_pose(pose, rows[:, t], turn, move)
+        assert torch.allclose(pose, poses[:, t], atol=1e-5)
+    n, K = 11, 4
+    yaw, _, centre = walk_poses(rows[:, n - K + 1:n + 1].flip(1), torch.zeros(2), turn, 0.0, move)
+    for k in range(K):                                     # frame n-1-k seen from frame n
+        ryaw, rcentre = relative_pose(poses[:, n - 1 - k], poses[:, n])
+        assert torch.allclose(ryaw, yaw[:, k], atol=1e-5) and torch.allclose(rcentre, centre[:, k], atol=1e-5)
+
+
+def test_floor_far_from_the_old_camera_is_not_covered():
+    x = torch.rand(1, 3, 16, 16)
+    cam = camera_rotation(torch.zeros(1), torch.tensor([-0.3]))
+    near, c_near = warp_ground(x, pinhole(16, 70.0), cam, cam, torch.tensor([[-1.0, 0.0, 0.0]]), 1.4,
+                               old_max_distance=30.0)
+    _, c_far = warp_ground(x, pinhole(16, 70.0), cam, cam, torch.tensor([[-40.0, 0.0, 0.0]]), 1.4,
+                           old_max_distance=30.0)
+    _, c_free = warp_ground(x, pinhole(16, 70.0), cam, cam, torch.tensor([[-40.0, 0.0, 0.0]]), 1.4)
+    assert c_near[..., 12:, :].min() > 0.99                 # the floor just ahead: seen from 1 m back
+    assert c_far[..., 12:, :].max() == 0 and c_free[..., 12:, :].min() > 0.99
+
+
+def test_anchor_warp_follows_the_engine_over_a_walk():
+    """The start frame, seen from the pose eight rows of walking and turning reach (dead
+    reckoning, as a session tracks it), matches the engine's frame there better than the start
+    frame itself or the same walk the other way; standing still it is the anchor unchanged."""
+    cfg = WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True, ground_warp=True, anchor_warp=True)
+    m = WorldModel(cfg)
+    walk = [action_vector(forward=1.0, turn=0.5)] * 8
+    look_down = action_vector(pitch=-1.0)
+    start, _, pitch = last_step(5, 30, [look_down, action_vector()])
+    _, after, pitch_after = last_step(5, 30, [look_down, action_vector()] + walk)
+    to_latent = lambda img: torch.nn.functional.pixel_unshuffle(img * 2 - 1, 4)
+    to_image = lambda z: (torch.nn.functional.pixel_shuffle(z, 4) + 1) / 2
+    a = to_latent(start)
+    rows = torch.from_numpy(np.stack([np.zeros(8, np.float32)] + walk))[None]
+
+    def seen(sign):
+        poses = dead_reckon(rows * sign, math.radians(cfg.turn_degrees), cfg.move_metres)
+        return to_image(m.align_anchor(a, a, poses[:, 0], torch.rad2deg(pitch), poses[:, -1], torch.rad2deg(pitch_after)))
+
+    copy, right, wrong = psnr(start, after), psnr(seen(1), after), psnr(seen(-1), after)
+    assert right > copy + 1.0 and right > wrong + 1.0, (copy, right, wrong)
+    zero, p = torch.zeros(1, 3), torch.tensor([-5.0])
+    assert torch.allclose(m.align_anchor(a, torch.zeros_like(a), zero, p, zero, p), a, atol=1e-4)
+    with pytest.raises(ValueError, match="anchor_pose"):
+        m.align_anchor(a, a, None, p, zero, p)
+    with pytest.raises(ValueError, match="anchor_warp needs ground_warp"):
+        WorldModelConfig(view_warp=True, anchor_warp=True)

@@ -11,7 +11,7 @@ from alaya.engine.gameplay import GameplayConfig, record_gameplay
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.codecs.patch import PatchCodec
 from alaya.models.world_training import (ErrorBank, LatentEpisodes, WorldTrainConfig, add_context_noise,
-                                         draw_batch, train_world, world_loss)
+                                         draw_batch, train_world, training_times, world_loss)
 from alaya.train.loop import TrainConfig
 
 TINY = WorldModelConfig(widths=(16, 32), emb_dim=32)
@@ -79,7 +79,7 @@ def test_batches_respect_causality_and_episode_starts(episodes, encoder):
     cfg = WorldTrainConfig(data=str(episodes), model=TINY, start_fraction=0.5)
     rng = np.random.default_rng(0)
     e, st = rng.integers(len(data.ids), size=64), rng.integers(2, size=64)
-    x, anchor, ctx, valid, rows, style, n = draw_batch(data, cfg, rng, e, st, data.shape[2])
+    x, anchor, ctx, valid, rows, style, n, _ = draw_batch(data, cfg, rng, e, st, data.shape[2])
 
     def frame(b, k):
         return data.latent([e[b]], [st[b]], [k])[0]
@@ -182,7 +182,7 @@ def test_standing_still_samples_repeat_one_frame_with_no_action(episodes, encode
     cfg = WorldTrainConfig(data=str(episodes), model=TINY, still_prob=1.0, error_rollouts=3, error_horizon=4)
     rng = np.random.default_rng(0)
     e, st = rng.integers(len(data.ids), size=8), rng.integers(2, size=8)
-    x, anchor, ctx, valid, rows, style, n = draw_batch(data, cfg, rng, e, st, data.shape[2])
+    x, anchor, ctx, valid, rows, style, n, _ = draw_batch(data, cfg, rng, e, st, data.shape[2])
     x2, ctx2, valid2, rows2, pitched = stand_still(data, cfg, rng, e, st, n, x, ctx, valid, rows)
     assert (rows2 == 0).all() and (valid2 == 1).all() and np.array_equal(pitched, n - 1)
     for b in range(8):
@@ -196,3 +196,38 @@ def test_standing_still_samples_repeat_one_frame_with_no_action(episodes, encode
     assert torch.isfinite(bank.errors).all() and bank.errors.shape[:2] == (3, 4)
     loss, _ = world_loss(model, data, cfg, torch.ones(48), 0, 8, 0, bank=bank)
     assert torch.isfinite(loss)
+
+
+def test_one_step_share_trains_at_t_one():
+    """``one_step_t``: that share of the times is exactly 1 (the 1-step sampler's); the rest keep
+    their distribution, and 0 leaves the draw unchanged."""
+    base = WorldTrainConfig(data="unused", model=TINY)
+    t0 = training_times(4000, base, np.random.default_rng(0))
+    assert torch.equal(t0, training_times(4000, WorldTrainConfig(data="unused", model=TINY, one_step_t=0.0),
+                                          np.random.default_rng(0)))
+    assert (t0 > 0).all() and (t0 <= 1).all() and (t0 == 1).float().mean() < 0.01
+    t = training_times(4000, WorldTrainConfig(data="unused", model=TINY, one_step_t=0.4), np.random.default_rng(0))
+    assert 0.37 < (t == 1).float().mean() < 0.43
+    assert torch.equal(t[t != 1], t0[t != 1])
+
+
+def test_anchor_warp_trains_and_fine_tunes_from_a_ground_warp_model(episodes, encoder, tmp_path):
+    """An anchor-warp run (self-rollout, error bank and still samples included) starts from a
+    ground-warp model's weights and saves an anchor-warp model; dead-reckoned poses start at the
+    origin of every episode."""
+    data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
+    P = data.poses(WorldModelConfig())
+    assert P.shape == (*data.actions.shape[:2], 3) and torch.equal(P[:, 0], torch.zeros(len(P), 3))
+    ground = WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True, ground_warp=True)
+    WorldModel(ground).save_pretrained(tmp_path / "init")
+    anchored = WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True, ground_warp=True, anchor_warp=True)
+    cfg = WorldTrainConfig(data=str(episodes), init=str(tmp_path / "init"), out=str(tmp_path / "out"), model=anchored,
+                           rollout=2, rollout_prob=1.0, error_rollouts=2, error_horizon=4, still_prob=0.5,
+                           one_step_t=0.5, val_batches=1, val_batch_size=4,
+                           train=TrainConfig(run_dir=str(tmp_path / "run"), steps=2, batch_size=4, log_every=1,
+                                             val_every=2, ckpt_every=2, progress=False))
+    train_world(cfg)
+    assert WorldModel.from_pretrained(tmp_path / "out").config.anchor_warp
+    data.pitch = None
+    with pytest.raises(ValueError, match="world_to_camera"):
+        world_loss(WorldModel(anchored), data, cfg, torch.ones(48), 0, 4, 0)

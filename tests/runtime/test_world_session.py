@@ -187,3 +187,27 @@ def test_a_ground_warp_model_walks_its_context_from_the_start_pitch(parts, start
     for bad in (55.0, float("nan"), "up"):
         with pytest.raises(ValueError, match="pitch"):
             s.reset(start, pitch=bad)
+
+
+def test_an_anchor_warp_session_tracks_its_pose_and_sees_the_start_from_it(parts, start, encoder):
+    """With anchor_warp the session dead-reckons its pose from the rows it plays (turn, then walk
+    along the new heading), the anchor it feeds the network changes once it has walked, and
+    torch and onnxruntime still agree."""
+    import math
+    cfg = WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True, ground_warp=True, anchor_warp=True)
+    anchored, ground = WorldModel(cfg), WorldModel(WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True,
+                                                                     ground_warp=True))
+    anchored.load_state_dict(parts[0].state_dict())
+    ground.load_state_dict(parts[0].state_dict())
+    still = [action_vector()] * 3
+    s = WorldSession(anchored, encoder=encoder, size=SIZE)
+    same = play(s, start, still).astype(int) - play(WorldSession(ground, encoder=encoder, size=SIZE), start, still)
+    assert np.abs(same).max() <= 1
+    assert torch.equal(s.pose, torch.zeros(1, 3))             # standing still: the anchor is the start frame
+    walk = [action_vector(turn=1.0), action_vector(forward=1.0), action_vector(forward=1.0)]
+    t = play(s, start, walk)
+    yaw = math.radians(cfg.turn_degrees)
+    assert torch.allclose(s.pose, torch.tensor([[0.2 * math.cos(yaw), 0.2 * math.sin(yaw), yaw]]), atol=1e-6)
+    assert np.abs(t.astype(int) - play(WorldSession(ground, encoder=encoder, size=SIZE), start, walk)).mean() > 0.1
+    o = play(WorldSession(anchored, encoder=encoder, size=SIZE, backend="onnx"), start, walk)
+    assert np.abs(t.astype(int) - o.astype(int)).max() <= 1

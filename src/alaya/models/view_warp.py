@@ -108,14 +108,16 @@ def walk_poses(actions: torch.Tensor, pitch: torch.Tensor, turn_rad: float, pitc
 
 
 def warp_ground(image: torch.Tensor, K: torch.Tensor, new: torch.Tensor, old: torch.Tensor,
-                old_centre: torch.Tensor, eye_height: float, max_distance: float = 60.0
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+                old_centre: torch.Tensor, eye_height: float, max_distance: float = 60.0,
+                old_max_distance: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``image`` (B, C, H, W), seen by the camera with world -> camera rotation ``old`` (B, 3, 3)
     at ``old_centre`` (B, 3), warped into the camera with rotation ``new`` at the origin, taking
     the scene as a flat floor ``eye_height`` below the new camera (rays that meet it within
     ``max_distance``) and everything else as infinitely far (moved by rotation alone). Exact for
     the floor and the sky; what stands on the floor is left to the network. Returns (warped,
-    coverage (B, 1, H, W)) as ``warp_rotation``; with ``old_centre`` zero it is that warp."""
+    coverage (B, 1, H, W)) as ``warp_rotation``; with ``old_centre`` zero it is that warp.
+    ``old_max_distance``: floor points farther than this from the old camera count as not
+    covered (the old frame shows them as a few pixels at its horizon, or not at all)."""
     B, _, H, W = image.shape
     dtype = image.dtype
     K = K.to(dtype)
@@ -126,4 +128,45 @@ def warp_ground(image: torch.Tensor, K: torch.Tensor, new: torch.Tensor, old: to
     length = (camera_rays[0] ** 2 + camera_rays[1] ** 2 + 1).sqrt()              # |K^-1 p|, kept by a rotation
     floor = (down < -1e-6) & (depth * length < max_distance)
     point = torch.where(floor, depth * rays - old_centre.to(dtype)[:, :, None], rays)
-    return _sample(image, (K @ old.to(dtype)) @ point)                          # K R_old (X - c_old)
+    warped, coverage = _sample(image, (K @ old.to(dtype)) @ point)              # K R_old (X - c_old)
+    if old_max_distance is not None:
+        far = floor & (point.norm(dim=1, keepdim=True) > old_max_distance)
+        coverage = coverage * (~far).reshape(B, 1, H, W).to(dtype)
+    return warped, coverage
+
+
+# --- dead reckoning: where the player is, from the actions alone ------------------------------
+
+def dead_reckon(actions: torch.Tensor, turn_rad: float, move_metres: float) -> torch.Tensor:
+    """(B, T, 3) poses [x, y, yaw] (metres, radians; frame 0 at the origin, yaw 0) of frames
+    0..T-1 from their action rows (B, T, 8) (row t led to frame t; row 0 is not played), as the
+    game plays them and ``walk_poses`` replays them: turn first, then walk ``move_metres`` per
+    unit of forward / strafe along the new heading (diagonals not faster). Walls, jumps and
+    pushes are not known to it: it is the session's belief of where it is."""
+    rows = actions.float().clone()
+    rows[:, 0] = 0
+    yaw = (rows[..., 2] * turn_rad).cumsum(1)
+    walk = rows[..., :2] / rows[..., :2].norm(dim=-1, keepdim=True).clamp_min(1.0)
+    c, s = torch.cos(yaw), torch.sin(yaw)
+    step = move_metres * torch.stack([walk[..., 0] * c + walk[..., 1] * s, walk[..., 0] * s - walk[..., 1] * c], -1)
+    return torch.cat([step.cumsum(1), yaw[..., None]], -1)
+
+
+def advance_pose(pose: torch.Tensor, row: torch.Tensor, turn_rad: float, move_metres: float) -> torch.Tensor:
+    """(B, 3) pose [x, y, yaw] after playing one action row (B, 8) from ``pose``: one step of
+    ``dead_reckon``, for a session that plays row by row."""
+    row = row.float()
+    yaw = pose[:, 2] + row[:, 2] * turn_rad
+    walk = row[:, :2] / row[:, :2].norm(dim=-1, keepdim=True).clamp_min(1.0)
+    c, s = torch.cos(yaw), torch.sin(yaw)
+    step = move_metres * torch.stack([walk[:, 0] * c + walk[:, 1] * s, walk[:, 0] * s - walk[:, 1] * c], -1)
+    return torch.cat([pose[:, :2] + step, yaw[:, None]], -1)
+
+
+def relative_pose(old: torch.Tensor, new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The camera of pose ``old`` (B, 3) [x, y, yaw] seen from pose ``new`` (B, 3), which sits at
+    the origin with yaw 0: (yaw (B,), centre (B, 3), height 0), as ``walk_poses`` returns them."""
+    d = old[:, :2] - new[:, :2]
+    c, s = torch.cos(-new[:, 2]), torch.sin(-new[:, 2])
+    centre = torch.stack([c * d[:, 0] - s * d[:, 1], s * d[:, 0] + c * d[:, 1], torch.zeros_like(c)], -1)
+    return old[:, 2] - new[:, 2], centre

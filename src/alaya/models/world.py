@@ -37,7 +37,8 @@ from alaya.codecs.patch import stabilize_patch_latent
 from alaya.data.actions import ACTION_DIM
 from alaya.diffusion.flow import time_grid
 from alaya.models.student import Student, StudentConfig, sample_student
-from alaya.models.view_warp import camera_rotation, pinhole, turn_rotation, walk_poses, warp_ground, warp_rotation
+from alaya.models.view_warp import (camera_rotation, pinhole, relative_pose, turn_rotation, walk_poses,
+                                    warp_ground, warp_rotation)
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
 
@@ -73,6 +74,11 @@ class WorldModelConfig:
                                      # camera and a far background (needs the camera's pitch)
     eye_height: float = 1.4          # the game's eye height (GameConfig) and walk per frame at
     move_metres: float = 0.1         # forward = 1 (NavigationScale.move_speed / fps)
+    anchor_warp: bool = False        # with ground_warp: the anchor too is seen from frame n's camera, at the
+                                     # pose the actions since it put the player (dead_reckon), and where
+                                     # it does not cover the view the newest aligned context frame fills in:
+                                     # a sharp copy of what the player saw, where it is still in view
+    anchor_max_distance: float = 60.0   # floor further than this from the anchor's camera: not covered
 
     def __post_init__(self):
         if self.codec not in CODECS:
@@ -83,6 +89,8 @@ class WorldModelConfig:
             raise ValueError("view_warp needs codec 'patch4' (a warp of the autoencoder's latents is not a warp of the image)")
         if self.ground_warp and not self.view_warp:
             raise ValueError("ground_warp extends view_warp: set view_warp too")
+        if self.anchor_warp and not self.ground_warp:
+            raise ValueError("anchor_warp needs ground_warp (and view_warp)")
         if self.view_warp and self.action_history < self.context:
             raise ValueError(f"view_warp: action_history ({self.action_history}) must cover the context "
                              f"({self.context}) to know each context frame's rotation")
@@ -161,6 +169,31 @@ class WorldModel(nn.Module):
         coverage = F.avg_pool2d(coverage, c.factor).reshape(B, K, 1, h, w)
         return F.pixel_unshuffle(warped, c.factor).reshape(B, K, C, h, w), valid * coverage
 
+    def align_anchor(self, anchor: torch.Tensor, newest: torch.Tensor, anchor_pose: torch.Tensor,
+                     anchor_pitch: torch.Tensor, pose: torch.Tensor, pitch: torch.Tensor) -> torch.Tensor:
+        """With ``anchor_warp``: the anchor latent (B, C, h, w) seen from frame n's camera
+        (``warp_ground``) where it covers the view, the newest aligned context frame ``newest``
+        elsewhere. Poses (B, 3) [x, y, yaw] are dead-reckoned (``view_warp.dead_reckon``) in one
+        frame of reference; pitches (B,) in degrees. Otherwise the anchor, unchanged."""
+        c = self.config
+        if not c.anchor_warp:
+            return anchor
+        B, C, h, w = anchor.shape
+        for name, value, shape in (("anchor_pose", anchor_pose, (B, 3)), ("pose", pose, (B, 3)),
+                                   ("anchor_pitch", anchor_pitch, (B,)), ("pitch", pitch, (B,))):
+            if value is None or tuple(value.shape) != shape:
+                got = None if value is None else tuple(value.shape)
+                raise ValueError(f"{name}: anchor_warp needs shape {shape}, got {got}")
+        yaw, centre = relative_pose(anchor_pose.float(), pose.float())
+        image = F.pixel_shuffle(anchor, c.factor)
+        new = camera_rotation(torch.zeros(B), torch.deg2rad(pitch.float()))
+        old = camera_rotation(yaw, torch.deg2rad(anchor_pitch.float()))
+        warped, coverage = warp_ground(image, pinhole(image.shape[-1], c.fov_y_degrees), new, old, centre,
+                                       c.eye_height, old_max_distance=c.anchor_max_distance)
+        coverage = (coverage > 0.999).to(image.dtype)         # edge pixels repeat the border: the newest frame
+        out = coverage * warped + (1 - coverage) * F.pixel_shuffle(newest, c.factor)
+        return F.pixel_unshuffle(out, c.factor)
+
     def finish(self, out: torch.Tensor, newest: torch.Tensor, stabilize: bool = True) -> torch.Tensor:
         """Frame n's latents from the sampler's output: with ``residual`` the newest (aligned)
         context frame is added back, and in the patch space ``stabilize`` projects out grid drift
@@ -174,12 +207,18 @@ class WorldModel(nn.Module):
     @torch.no_grad()
     def sample(self, z: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
                style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor, steps: int | None = None,
-               stabilize: bool = False, pitch: torch.Tensor | None = None) -> torch.Tensor:
+               stabilize: bool = False, pitch: torch.Tensor | None = None,
+               poses: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Frame n's latents from pure noise ``z`` in ``steps`` Euler steps (the core's sampler),
         given the context as generated (``align`` is applied here, once) and the noise level the
-        model is told (``pitch``: frame n's, for ``ground_warp``); then ``finish``: the newest aligned context frame added back, optionally
-        stabilized as ``WorldSession`` does."""
+        model is told (``pitch``: frame n's, for ``ground_warp``; ``poses``: (anchor pose, anchor
+        pitch, frame n's pose), for ``anchor_warp``); then ``finish``: the newest aligned context
+        frame added back, optionally stabilized as ``WorldSession`` does."""
         context, valid = self.align(context, valid, actions, pitch)
+        if self.config.anchor_warp:
+            if poses is None:
+                raise ValueError("poses: anchor_warp needs (anchor pose, anchor pitch, frame n's pose)")
+            anchor = self.align_anchor(anchor, context[:, 0], poses[0], poses[1], poses[2], pitch)
         ts = time_grid(steps or self.config.steps)
         out = sample_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
         return self.finish(out, context[:, 0], stabilize)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from alaya.data.episodes import EpisodeDataset, view_pitch_degrees
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight
 from alaya.models.student import push_context
 from alaya.models.teacher_training import augment_prompt, latent_channel_weights
+from alaya.models.view_warp import dead_reckon
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.nn.pretrained import atomic_save_tensors
 from alaya.text import PromptEncoder
@@ -77,6 +79,9 @@ class WorldTrainConfig:
     text_noise: float = 0.5
     uniform_t: float = 0.5               # share of training times drawn uniformly (the rest logit-normal):
                                          # few-step sampling visits low t, which logit-normal rarely trains
+    one_step_t: float = 0.0              # share of samples trained at t = 1 exactly: the only time a
+                                         # 1-step sampler (steps = 1, the shipped setting) ever asks about,
+                                         # where the prediction is the mean next frame
     channel_weight_mix: float = 0.5      # per-channel loss weights (see latent_channel_weights)
     val_batches: int = 4                 # validation: this many fixed held-out batches ...
     val_batch_size: int = 32             # ... of this size
@@ -140,6 +145,15 @@ class LatentEpisodes:
         self.phrasings = [encoder.encode(list(ds.meta.styles[s])) for s in styles]
         self.ids = ids
 
+    def poses(self, model: WorldModelConfig) -> torch.Tensor:
+        """(N, T, 3) dead-reckoned poses [x, y, yaw] of every frame (``view_warp.dead_reckon``
+        at the model's turn and walk rates), computed once."""
+        key = (model.turn_degrees, model.move_metres)
+        if getattr(self, "_poses_key", None) != key:
+            self._poses = dead_reckon(self.actions, math.radians(model.turn_degrees), model.move_metres)
+            self._poses_key = key
+        return self._poses
+
     @property
     def shape(self) -> tuple[int, int, int]:
         """(episodes, styles, frames)."""
@@ -172,6 +186,18 @@ def frame_pitch(data: LatentEpisodes, e, n) -> torch.Tensor | None:
     return None if data.pitch is None else data.pitch[e, np.maximum(n, 0)]
 
 
+def anchor_poses(data: LatentEpisodes, model: WorldModelConfig, e, anchor_idx, frame_idx):
+    """``WorldModel.sample``'s ``poses`` for anchors ``anchor_idx`` seen from frames ``frame_idx`` of
+    episodes ``e`` (None unless ``anchor_warp``)."""
+    if not model.anchor_warp:
+        return None
+    if data.pitch is None:
+        raise ValueError("anchor_warp needs every episode's camera poses (key 'world_to_camera')")
+    P = data.poses(model)
+    a, f = np.maximum(anchor_idx, 0), np.maximum(frame_idx, 0)
+    return P[e, a], data.pitch[e, a], P[e, f]
+
+
 def real_context(data: LatentEpisodes, e, st, newest, K: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Recorded frames newest, newest-1, ... (K of them, newest first) as a context (B, K, C, h, w)
     and its validity (B, K, 1, h, w): invalid before the episode's start."""
@@ -185,8 +211,8 @@ def real_context(data: LatentEpisodes, e, st, newest, K: int) -> tuple[torch.Ten
 
 
 def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, T: int):
-    """Target frames, anchors, clean context (B, K, ...), validity, action rows, style vectors
-    and frame indices for episodes ``e`` in styles ``st``."""
+    """Target frames, anchors, clean context (B, K, ...), validity, action rows, style vectors,
+    frame indices and anchor frame indices for episodes ``e`` in styles ``st``."""
     m = cfg.model
     B = len(e)
     K, A = m.context, m.action_history
@@ -201,7 +227,7 @@ def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Gener
     ctx, valid = real_context(data, e, st, n - 1, K)
     rows = action_rows(data, e, n, A)
     style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
-    return x, anchor, ctx, valid, rows, style, n
+    return x, anchor, ctx, valid, rows, style, n, anchor_idx
 
 
 def stand_still(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, n, x, ctx, valid,
@@ -238,7 +264,8 @@ def add_context_noise(ctx: torch.Tensor, valid: torch.Tensor, cfg: WorldTrainCon
 
 @torch.no_grad()
 def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig, rng, e, st, n,
-                 ctx: torch.Tensor, valid: torch.Tensor, anchor: torch.Tensor, style: torch.Tensor):
+                 ctx: torch.Tensor, valid: torch.Tensor, anchor: torch.Tensor, style: torch.Tensor,
+                 anchor_idx=None):
     """Replace the newest ``cfg.rollout`` context frames by the model's own predictions, each
     generated from the (real, then generated) frames before it."""
     m = cfg.model
@@ -253,7 +280,7 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
         level = torch.full((B,), m.play_context_noise)    # as at play: told, not added (WorldSession)
         z = torch.from_numpy(rng.standard_normal((B, *ctx.shape[2:]))).float()
         out = model.sample(z, anchor, g_ctx, g_valid, style, rows, level, steps=cfg.rollout_steps, stabilize=True,
-                           pitch=frame_pitch(data, e, f))
+                           pitch=frame_pitch(data, e, f), poses=anchor_poses(data, m, e, anchor_idx, f))
         real = data.latent(e, st, np.maximum(f, 0))
         out = torch.where(torch.from_numpy(f >= 1).view(B, 1, 1, 1), out, real)   # frame 0 stays real
         g_ctx, g_valid = push_context(g_ctx, g_valid, out)
@@ -299,8 +326,9 @@ class ErrorBank:
             f = n0 + h
             rows = action_rows(data, e, f, m.action_history) * ~still.view(-1, 1, 1)
             z = torch.from_numpy(rng.standard_normal(first.shape)).float()
+            seen_from = np.where(still.numpy(), n0 - 1, f)
             out = model.sample(z, first, ctx, valid, style, rows, level, steps=m.steps, stabilize=True,
-                               pitch=frame_pitch(data, e, np.where(still.numpy(), n0 - 1, f)))
+                               pitch=frame_pitch(data, e, seen_from), poses=anchor_poses(data, m, e, n0 - 1, seen_from))
             errors.append((out - torch.where(still.view(-1, 1, 1, 1), first, data.latent(e, st, f))).half())
             ctx, valid = push_context(ctx, valid, out)
         model.train(was_training)
@@ -318,15 +346,26 @@ class ErrorBank:
         return out
 
 
+def training_times(B: int, cfg: WorldTrainConfig, rng: np.random.Generator) -> torch.Tensor:
+    """(B,) flow times: logit-normal, ``cfg.uniform_t`` of them uniform in [0.02, 1], then
+    ``cfg.one_step_t`` of them exactly 1."""
+    t = logit_normal_t(B, torch.Generator().manual_seed(int(rng.integers(2**31))))
+    uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
+    t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
+    if cfg.one_step_t > 0:
+        t = torch.where(torch.from_numpy(rng.random(B) < cfg.one_step_t), torch.ones_like(t), t)
+    return t
+
+
 def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torch.Tensor, index: int,
                batch_size: int, seed: int, rollout: bool = True, bank: ErrorBank | None = None
                ) -> tuple[torch.Tensor, dict]:
     rng, e, st, T = data.sample(batch_size, seed, index, cfg.text_noise)
-    x, anchor, ctx, valid, rows, style, n = draw_batch(data, cfg, rng, e, st, T)
+    x, anchor, ctx, valid, rows, style, n, anchor_idx = draw_batch(data, cfg, rng, e, st, T)
     core = model.module if hasattr(model, "module") else model
     used_rollout = rollout and cfg.rollout > 0 and rng.random() < cfg.rollout_prob
     if used_rollout:
-        ctx, valid = self_rollout(core, data, cfg, rng, e, st, n, ctx, valid, anchor, style)
+        ctx, valid = self_rollout(core, data, cfg, rng, e, st, n, ctx, valid, anchor, style, anchor_idx)
     x, ctx, valid, rows, pitched = stand_still(data, cfg, rng, e, st, n, x, ctx, valid, rows)
     noisy, level = add_context_noise(ctx, valid, cfg, rng)
     recycled = torch.zeros(x.shape[0], dtype=torch.bool)
@@ -336,11 +375,12 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
         noisy = torch.where(recycled.view(-1, 1, 1, 1, 1), (ctx + errors) * valid, noisy)
         level = torch.where(recycled, torch.full_like(level, cfg.model.play_context_noise), level)
     B = x.shape[0]
-    t = logit_normal_t(B, torch.Generator().manual_seed(int(rng.integers(2**31))))
-    uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
-    t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
+    t = training_times(B, cfg, rng)
     eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
     noisy, valid = core.align(noisy, valid, rows, frame_pitch(data, e, pitched))   # view_warp: seen from frame n
+    poses = anchor_poses(data, cfg.model, e, anchor_idx, pitched)
+    if poses is not None:                        # anchor_warp: so is the anchor, filled in by the newest frame
+        anchor = core.align_anchor(anchor, noisy[:, 0], *poses, frame_pitch(data, e, pitched))
     if cfg.model.residual:                       # the change from the newest context frame as it is given,
         x = x - noisy[:, 0]                      # noise included: the model learns to remove that noise
     v = model(interpolate(x, eps, t), t, anchor, noisy, valid, style, rows, level)
@@ -355,6 +395,8 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
         model.config = dataclasses.replace(model.config, view_warp=True)
     if cfg.init and cfg.model.ground_warp and not model.config.ground_warp:
         model.config = dataclasses.replace(model.config, view_warp=True, ground_warp=True)
+    if cfg.init and cfg.model.anchor_warp and not model.config.anchor_warp:
+        model.config = dataclasses.replace(model.config, view_warp=True, ground_warp=True, anchor_warp=True)
     cfg.model = model.config
     if cfg.model.codec == "patch4":
         folder, patch = None, PatchCodec(PatchCodecConfig(factor=4))
@@ -368,7 +410,7 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
         weights = latent_channel_weights(ae, cfg.channel_weight_mix)
     encoder = PromptEncoder()
     train = LatentEpisodes(cfg.data, folder, "train", encoder, patch)
-    if cfg.model.ground_warp and train.pitch is None:
+    if (cfg.model.ground_warp or cfg.model.anchor_warp) and train.pitch is None:
         raise ValueError(f"{cfg.data}: ground_warp needs every episode's camera poses (key 'world_to_camera')")
     ds = EpisodeDataset(cfg.data)
     held_out = next((s for s in ("val", "test") if ds.ids(s)), None)   # tiny datasets may lack val

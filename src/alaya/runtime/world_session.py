@@ -14,6 +14,8 @@ the same frames.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -22,6 +24,7 @@ from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.models.student import push_context
+from alaya.models.view_warp import advance_pose
 from alaya.models.world import WorldModel
 from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
 from alaya.text import PromptEncoder
@@ -95,6 +98,8 @@ class WorldSession:
         self.decoder_state = None
         self.frame_index = 0
         self.pitch = min(max(float(pitch), -c.max_pitch_degrees), c.max_pitch_degrees)
+        self.pose = torch.zeros(1, 3)                  # dead-reckoned [x, y, yaw] since the start frame
+        self.anchor_pose, self.anchor_pitch = self.pose, torch.tensor([self.pitch])
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
         _, self.decoder_state = self.backend.decode(z, None)
 
@@ -109,6 +114,8 @@ class WorldSession:
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.frame_index)
         row = self._limit_pitch(row)
         self.actions = torch.cat([torch.from_numpy(row)[None, None], self.actions[:, :-1]], 1)
+        c = self.model.config
+        self.pose = advance_pose(self.pose, self.actions[:, 0], math.radians(c.turn_degrees), c.move_metres)
         # The model was trained on contexts corrupted by noise of a level it is told, and to remove
         # that noise from the newest frame. At play the context is its own output: it is told
         # the play level but gets no noise, so it removes what looks like noise (its own
@@ -117,7 +124,9 @@ class WorldSession:
         context, valid = self.model.align(self.context, self.valid, self.actions,   # view_warp
                                           torch.tensor([self.pitch]))
         cond = self.model.pack(self.style, self.actions, level)
-        _, features = self.backend.frame(self.anchor, context * valid, valid)
+        anchor = self.model.align_anchor(self.anchor, context[:, 0], self.anchor_pose, self.anchor_pitch,
+                                         self.pose, torch.tensor([self.pitch]))        # anchor_warp
+        _, features = self.backend.frame(anchor, context * valid, valid)
         z = torch.randn(self.anchor.shape, generator=gen)
         for t, r in zip(self.times[:-1], self.times[1:]):
             z = z - (t - r) * self.backend.step(z, t.reshape(1), t.reshape(1), cond, features)
