@@ -36,7 +36,7 @@ def train_world_from_args(a: argparse.Namespace, train):
         data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
         model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
         context_noise=a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob,
-        still_prob=a.still_prob, one_step_t=a.one_step_t, train=train))
+        still_prob=a.still_prob, one_step_t=a.one_step_t, play_context_noise=a.play_noise, train=train))
 
 
 def _import_video(a: argparse.Namespace) -> int:
@@ -150,6 +150,8 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
                     help="world: rotate the context into the new view by the turn/pitch actions (also turns it on for --init)")
     tr.add_argument("--ground-warp", action="store_true",
                     help="world: --view-warp plus the walk of forward/strafe actions over a floor at eye height")
+    tr.add_argument("--play-noise", type=float, default=None,
+                    help="world: the context noise level the model is told at play (default: the model's own)")
     tr.add_argument("--anchor-warp", action="store_true",
                     help="world: --ground-warp plus the anchor seen from the new view at the walked pose")
     tr.add_argument("--world-widths", help="world: widths of a new world model, e.g. 64,96")

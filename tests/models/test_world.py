@@ -223,11 +223,12 @@ def test_anchor_warp_trains_and_fine_tunes_from_a_ground_warp_model(episodes, en
     anchored = WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True, ground_warp=True, anchor_warp=True)
     cfg = WorldTrainConfig(data=str(episodes), init=str(tmp_path / "init"), out=str(tmp_path / "out"), model=anchored,
                            rollout=2, rollout_prob=1.0, error_rollouts=2, error_horizon=4, still_prob=0.5,
-                           one_step_t=0.5, val_batches=1, val_batch_size=4,
+                           one_step_t=0.5, play_context_noise=0.0, val_batches=1, val_batch_size=4,
                            train=TrainConfig(run_dir=str(tmp_path / "run"), steps=2, batch_size=4, log_every=1,
                                              val_every=2, ckpt_every=2, progress=False))
     train_world(cfg)
-    assert WorldModel.from_pretrained(tmp_path / "out").config.anchor_warp
+    out = WorldModel.from_pretrained(tmp_path / "out").config
+    assert out.anchor_warp and out.play_context_noise == 0.0
     data.pitch = None
     with pytest.raises(ValueError, match="world_to_camera"):
         world_loss(WorldModel(anchored), data, cfg, torch.ones(48), 0, 4, 0)

@@ -74,6 +74,8 @@ class WorldTrainConfig:
     error_horizon: int = 48              # model's own errors from free rollouts of up to this many frames
     error_rollouts: int = 32             # (ErrorBank: this many rollouts, redrawn every
     error_refresh: int = 200             # this many steps with the current weights)
+    play_context_noise: float | None = None   # the noise level the model is told at play (and so in
+                                         # self-rollouts and the error bank); None: the model's own
     still_prob: float = 0.0              # share of samples (and of error-bank rollouts) standing still:
                                          # no action, the same recorded frame as context and target
     text_noise: float = 0.5
@@ -397,6 +399,8 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
         model.config = dataclasses.replace(model.config, view_warp=True, ground_warp=True)
     if cfg.init and cfg.model.anchor_warp and not model.config.anchor_warp:
         model.config = dataclasses.replace(model.config, view_warp=True, ground_warp=True, anchor_warp=True)
+    if cfg.play_context_noise is not None:
+        model.config = dataclasses.replace(model.config, play_context_noise=cfg.play_context_noise)
     cfg.model = model.config
     if cfg.model.codec == "patch4":
         folder, patch = None, PatchCodec(PatchCodecConfig(factor=4))

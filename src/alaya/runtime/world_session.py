@@ -116,10 +116,10 @@ class WorldSession:
         self.actions = torch.cat([torch.from_numpy(row)[None, None], self.actions[:, :-1]], 1)
         c = self.model.config
         self.pose = advance_pose(self.pose, self.actions[:, 0], math.radians(c.turn_degrees), c.move_metres)
-        # The model was trained on contexts corrupted by noise of a level it is told, and to remove
-        # that noise from the newest frame. At play the context is its own output: it is told
-        # the play level but gets no noise, so it removes what looks like noise (its own
-        # accumulated errors) instead of compounding them.
+        # The model was trained on contexts corrupted by noise of a level it is told, and on
+        # contexts carrying its own rollout errors told the play level (error recycling). At play
+        # the context is its own output: it is told the play level (the shipped model: 0) and
+        # gets no noise, so it repairs its accumulated errors as trained instead of compounding them.
         level = torch.full((1,), float(self.context_noise))
         context, valid = self.model.align(self.context, self.valid, self.actions,   # view_warp
                                           torch.tensor([self.pitch]))
