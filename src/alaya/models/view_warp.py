@@ -88,6 +88,15 @@ def camera_rotation(yaw: torch.Tensor, pitch: torch.Tensor) -> torch.Tensor:
     return torch.stack([right, down, forward], -2)
 
 
+def walk_step(rows: torch.Tensor, heading: torch.Tensor, move_metres: float) -> torch.Tensor:
+    """(..., 2) ground-plane step [x, y] of action rows (..., 8) walked along ``heading`` (...)
+    radians, as the game walks: ``move_metres`` per unit of forward (along the heading) and strafe
+    (to its right), diagonals not faster."""
+    walk = rows[..., :2] / rows[..., :2].norm(dim=-1, keepdim=True).clamp_min(1.0)
+    c, s = torch.cos(heading), torch.sin(heading)
+    return move_metres * torch.stack([walk[..., 0] * c + walk[..., 1] * s, walk[..., 0] * s - walk[..., 1] * c], -1)
+
+
 def walk_poses(actions: torch.Tensor, pitch: torch.Tensor, turn_rad: float, pitch_rad: float,
                move_metres: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The cameras of frames n-1, n-2, ... relative to frame n's, replayed backwards from the
@@ -99,11 +108,8 @@ def walk_poses(actions: torch.Tensor, pitch: torch.Tensor, turn_rad: float, pitc
     rows = actions.float()
     turned = rows[..., 2].cumsum(1) * turn_rad                       # (B, K): frame n's yaw minus n-1-k's
     heading = -(turned - rows[..., 2] * turn_rad)                    # yaw of frame n-k, which its walk used
-    walk = rows[..., :2] / rows[..., :2].norm(dim=-1, keepdim=True).clamp_min(1.0)
-    c, s = torch.cos(heading), torch.sin(heading)
-    step = torch.stack([walk[..., 0] * c + walk[..., 1] * s, walk[..., 0] * s - walk[..., 1] * c,
-                        torch.zeros_like(c)], -1)
-    centre = -move_metres * step.cumsum(1)
+    step = walk_step(rows, heading, 1.0)
+    centre = -move_metres * torch.cat([step, torch.zeros_like(step[..., :1])], -1).cumsum(1)
     return -turned, pitch.float()[:, None] - rows[..., 3].cumsum(1) * pitch_rad, centre
 
 
@@ -146,10 +152,7 @@ def dead_reckon(actions: torch.Tensor, turn_rad: float, move_metres: float) -> t
     rows = actions.float().clone()
     rows[:, 0] = 0
     yaw = (rows[..., 2] * turn_rad).cumsum(1)
-    walk = rows[..., :2] / rows[..., :2].norm(dim=-1, keepdim=True).clamp_min(1.0)
-    c, s = torch.cos(yaw), torch.sin(yaw)
-    step = move_metres * torch.stack([walk[..., 0] * c + walk[..., 1] * s, walk[..., 0] * s - walk[..., 1] * c], -1)
-    return torch.cat([step.cumsum(1), yaw[..., None]], -1)
+    return torch.cat([walk_step(rows, yaw, move_metres).cumsum(1), yaw[..., None]], -1)
 
 
 def advance_pose(pose: torch.Tensor, row: torch.Tensor, turn_rad: float, move_metres: float) -> torch.Tensor:
@@ -157,10 +160,7 @@ def advance_pose(pose: torch.Tensor, row: torch.Tensor, turn_rad: float, move_me
     ``dead_reckon``, for a session that plays row by row."""
     row = row.float()
     yaw = pose[:, 2] + row[:, 2] * turn_rad
-    walk = row[:, :2] / row[:, :2].norm(dim=-1, keepdim=True).clamp_min(1.0)
-    c, s = torch.cos(yaw), torch.sin(yaw)
-    step = move_metres * torch.stack([walk[:, 0] * c + walk[:, 1] * s, walk[:, 0] * s - walk[:, 1] * c], -1)
-    return torch.cat([pose[:, :2] + step, yaw[:, None]], -1)
+    return torch.cat([pose[:, :2] + walk_step(row, yaw, move_metres), yaw[:, None]], -1)
 
 
 def relative_pose(old: torch.Tensor, new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -121,11 +121,11 @@ class WorldSession:
         # the context is its own output: it is told the play level (the shipped model: 0) and
         # gets no noise, so it repairs its accumulated errors as trained instead of compounding them.
         level = torch.full((1,), float(self.context_noise))
-        context, valid = self.model.align(self.context, self.valid, self.actions,   # view_warp
-                                          torch.tensor([self.pitch]))
+        pitch = torch.tensor([self.pitch])
+        context, valid = self.model.align(self.context, self.valid, self.actions, pitch)   # view_warp
         cond = self.model.pack(self.style, self.actions, level)
         anchor = self.model.align_anchor(self.anchor, context[:, 0], self.anchor_pose, self.anchor_pitch,
-                                         self.pose, torch.tensor([self.pitch]))        # anchor_warp
+                                         self.pose, pitch)                                # anchor_warp
         _, features = self.backend.frame(anchor, context * valid, valid)
         z = torch.randn(self.anchor.shape, generator=gen)
         for t, r in zip(self.times[:-1], self.times[1:]):
