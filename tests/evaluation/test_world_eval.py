@@ -14,8 +14,8 @@ from alaya.evaluation.inverse_dynamics import (IDMConfig, InverseDynamics, accur
                                                balanced_accuracy, load_episode, train_idm)
 from alaya.evaluation.scripted_play import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
                                             loop_actions, scripted_actions, still_actions)
-from alaya.evaluation.world_eval import (WorldEvalConfig, colour_drift, evaluate_world, frame_stats,
-                                         late_early_ratio, public_json)
+from alaya.evaluation.frame_stats import colour_drift, frame_stats, late_early_ratio
+from alaya.evaluation.world_eval import WorldEvalConfig, evaluate_world, public_json
 from alaya.evaluation.world_report import write_world_report
 
 SIZE, PX = 32, 2

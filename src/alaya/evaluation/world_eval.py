@@ -43,12 +43,11 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 
 from alaya.data.episodes import view_pitch_degrees
-from alaya.evaluation import metrics as M
+from alaya.evaluation.frame_stats import (colour_drift, frame_stats, late_early_ratio, psnr_frames,
+                                          ssim_frames)
 from alaya.evaluation.inverse_dynamics import (InverseDynamics, accuracy, checked_episode, load_episode,
                                                resize_frames)
 from alaya.evaluation.scripted_play import loop_actions, scripted_actions, still_actions
@@ -84,41 +83,6 @@ class WorldEvalConfig:
                      "still_frames"):
             if getattr(self, name) < 1:
                 raise ValueError(f"WorldEvalConfig.{name} must be >= 1, got {getattr(self, name)}")
-
-
-# --- pure metric helpers ----------------------------------------------------------------------
-
-def frame_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
-    """Per frame of uint8 (N, H, W, 3): ``brightness`` (N,) mean luma in [0, 1], ``sharpness``
-    (N,) variance of the 4-neighbour Laplacian of luma, ``colour`` (N, 3) mean RGB in [0, 1]."""
-    x = M.frames_to_tensor(frames)
-    y = M.luminance(x)
-    k = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]]).view(1, 1, 3, 3)
-    lap = F.conv2d(F.pad(y, (1, 1, 1, 1), mode="replicate"), k)
-    return {"brightness": y.mean((1, 2, 3)).numpy(), "sharpness": lap.flatten(1).var(1).numpy(),
-            "colour": x.mean((2, 3)).numpy()}
-
-
-def late_early_ratio(series: np.ndarray, window: int) -> float:
-    """Mean of the last ``window`` values over the mean of the first ``window``."""
-    early, late = float(np.mean(series[:window])), float(np.mean(series[-window:]))
-    return late / early if early > 0 else (1.0 if late == 0 else float("inf"))
-
-
-def colour_drift(colour: np.ndarray, window: int) -> float:
-    """Euclidean distance (RGB, [0, 1] units) between the mean colours of the last and the first
-    ``window`` frames of (N, 3) per-frame mean colours."""
-    return float(np.linalg.norm(colour[-window:].mean(0) - colour[:window].mean(0)))
-
-
-def psnr_frames(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N,) PSNR of uint8 (N, H, W, 3) frames (``metrics.psnr``: identical frames give 100)."""
-    return M.psnr(M.frames_to_tensor(a), M.frames_to_tensor(b)).numpy()
-
-
-def ssim_frames(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(N,) SSIM of uint8 (N, H, W, 3) frames."""
-    return M.ssim(M.frames_to_tensor(a), M.frames_to_tensor(b)).numpy()
 
 
 # --- driving a session ------------------------------------------------------------------------

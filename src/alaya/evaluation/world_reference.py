@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from tqdm import tqdm
 
-from alaya.evaluation.world_eval import colour_drift, frame_stats, late_early_ratio, psnr_frames
+from alaya.evaluation.frame_stats import colour_drift, frame_stats, late_early_ratio, psnr_frames
 
 
 def game_long_rollout(seed: int, style: str, actions: np.ndarray, size: int, window: int,
