@@ -52,7 +52,8 @@ def _train(a: argparse.Namespace) -> int:
     from alaya.train.loop import TrainConfig
     train = TrainConfig(run_dir=a.run_dir, steps=a.steps, batch_size=a.batch_size, lr=a.lr,
                         seed=a.seed, threads=a.threads, val_every=a.val_every,
-                        ckpt_every=a.ckpt_every, ema=a.ema, bf16=a.bf16)
+                        ckpt_every=a.ckpt_every, ema=a.ema, bf16=a.bf16,
+                        device=a.device)
     if a.what == "codec":
         from alaya.codecs.autoencoder import AutoencoderConfig
         from alaya.codecs.training import CodecTrainConfig, train_codec
@@ -298,6 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="student: also fit the data itself, with this weight (beyond the teacher)")
     tr.add_argument("--ema", type=float, default=0.0)
     tr.add_argument("--bf16", action="store_true")
+    tr.add_argument("--device", default="auto",
+                    help="auto (CUDA when torch sees a GPU, for recipes that support it), cpu, cuda or cuda:N")
     tr.add_argument("--val-every", type=int, default=250)
     tr.add_argument("--ckpt-every", type=int, default=250)
     tr.add_argument("--threads", type=int, default=None)

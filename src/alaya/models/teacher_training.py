@@ -26,7 +26,7 @@ from alaya.data.dataset import ClipDataset
 from alaya.diffusion.flow import flow_matching_loss, logit_normal_t, x_prediction_loss
 from alaya.models.teacher import Teacher, TeacherConfig, teacher_config
 from alaya.text import PromptEncoder
-from alaya.train.loop import TrainConfig, Trainer
+from alaya.train.loop import TrainConfig, Trainer, batch_to, module_device
 
 
 @dataclass
@@ -118,9 +118,11 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
     weight = latent_channel_weights(ae, cfg.pixel_weighting).view(1, 1, -1, 1, 1) if cfg.pixel_weighting else None
 
     def objective(m, x, g, text, t, eps):
+        x, g, text, t, eps = batch_to(m, x, g, text, t, eps)
         if sigma_data > 0:
+            w = None if weight is None else weight.to(module_device(m))
             return x_prediction_loss(lambda z, tt: m(z, tt, g, text, output="x"), x, t, eps, sigma_data,
-                                     weight=weight)
+                                     weight=w)
         return flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)
 
     def loss_fn(m, index: int):
@@ -133,6 +135,7 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
         for i in range(4):
             x, g, text, t, eps = val.batch(tc.batch_size, cfg.frames, 1234, i, 0.0)
             losses.append(float(objective(m, x, g, text, t, eps)))
+            x, g, text, t, eps = batch_to(m, x, g, text, t, eps)
             flow.append(float(flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)))
         return {"loss": float(np.mean(losses)), "flow_loss": float(np.mean(flow))}
 
@@ -142,7 +145,7 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
         missing, unexpected = model.load_state_dict(state, strict=False)
         if unexpected or any(not k.startswith("out.") for k in missing):
             raise ValueError(f"{cfg.init}: does not fit the teacher (missing {missing[:4]}, unexpected {unexpected[:4]})")
-    trainer = Trainer(model, tc, loss_fn, validate,
+    trainer = Trainer(model, tc, loss_fn, validate, on_any_device=True,
                       describe={"teacher": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})
     model = trainer.run().eval()
     if trainer.dist.is_main:

@@ -20,14 +20,14 @@ class DistInfo:
         return self.rank == 0
 
 
-def setup() -> DistInfo:
-    """Join the process group when launched by torchrun (WORLD_SIZE > 1); else single process."""
+def setup(device_type: str = "cpu") -> DistInfo:
+    """Join the process group when launched by torchrun (WORLD_SIZE > 1); else single process.
+    The backend follows the device the ranks train on: nccl for CUDA, gloo for the CPU."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistInfo()
     if not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend)
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
     return DistInfo(dist.get_rank(), dist.get_world_size())
 
 

@@ -10,6 +10,13 @@ Under ``torchrun`` the same loop runs data-parallel (DistributedDataParallel, gl
 on GPU): ``index = step * world_size + rank``, so every rank draws different batches and a
 single process sees exactly the batches of ``index = step``. Rank 0 logs, validates and writes
 checkpoints; all ranks resume from them.
+
+Devices (``TrainConfig.device``): ``"auto"`` trains on CUDA when torch sees a GPU (under
+torchrun, GPU ``LOCAL_RANK``) and on the CPU otherwise; ``"cpu"`` and ``"cuda"`` force one. A
+recipe that moves its batches to the model's device (``batch_to``) says so with
+``Trainer(..., on_any_device=True)``; the others train on the CPU whatever ``device`` says, and
+``"cuda"`` is refused for them with the recipe named. Checkpoints hold CPU tensors, so a run
+resumes on either, and the trained model comes back on the CPU.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import copy
 import dataclasses
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +61,7 @@ class TrainConfig:
     seed: int = 0
     threads: int | None = None
     progress: bool = True
+    device: str = "auto"             # "auto" (CUDA when available), "cpu", "cuda" or "cuda:N"
 
     def lr_at(self, step: int) -> float:
         if step < self.warmup:
@@ -61,11 +70,46 @@ class TrainConfig:
         return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * t)))
 
 
+def resolve_device(name: str, on_any_device: bool = True, recipe: str = "this recipe") -> torch.device:
+    """The device a run trains on; ``"auto"`` is CUDA when torch sees a GPU (GPU ``LOCAL_RANK``
+    under torchrun), else the CPU. Recipes that do not move their batches stay on the CPU."""
+    if name == "auto":
+        name = "cuda" if on_any_device and torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise ValueError(f"TrainConfig.device: '{name}' is not a device (use auto, cpu, cuda or cuda:N)") from err
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"TrainConfig.device: '{name}' is not supported (use auto, cpu, cuda or cuda:N)")
+    if device.type == "cuda":
+        if not on_any_device:
+            raise ValueError(f"TrainConfig.device is '{name}', but {recipe} trains on the CPU only")
+        if not torch.cuda.is_available():
+            raise ValueError(f"TrainConfig.device is '{name}', but torch sees no CUDA device")
+        if device.index is None:
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return device
+
+
+def module_device(module: torch.nn.Module) -> torch.device:
+    return next(module.parameters()).device
+
+
+def batch_to(module: torch.nn.Module, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``tensors`` moved to the device of ``module``'s parameters (a no-op on the CPU)."""
+    device = module_device(module)
+    return tuple(t.to(device, non_blocking=True) for t in tensors)
+
+
 class Trainer:
     def __init__(self, model: torch.nn.Module, config: TrainConfig, loss_fn: LossFn,
-                 validate: ValFn | None = None, describe: dict | None = None):
+                 validate: ValFn | None = None, describe: dict | None = None, on_any_device: bool = False):
         self.model, self.config, self.loss_fn, self.validate = model, config, loss_fn, validate
-        self.dist = distributed.setup()
+        self.device = resolve_device(config.device, on_any_device, type(model).__name__ + "'s recipe")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.dist = distributed.setup(self.device.type)
+        model.to(self.device)
         self.run_dir = Path(config.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad],
@@ -120,7 +164,8 @@ class Trainer:
             distributed.broadcast_module(self.ema, info)
         train_model = self.model
         if info.world_size > 1:
-            train_model = torch.nn.parallel.DistributedDataParallel(self.model)
+            train_model = torch.nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         bar = tqdm(total=cfg.steps, initial=self.step, desc=self.run_dir.name,
                    disable=not (cfg.progress and info.is_main), dynamic_ncols=True)
         self.model.train()
@@ -128,7 +173,7 @@ class Trainer:
         while self.step < cfg.steps:
             for group in self.opt.param_groups:
                 group["lr"] = cfg.lr_at(self.step)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
                 loss, metrics = self.loss_fn(train_model, self.step * info.world_size + info.rank)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"step {self.step}: loss is {loss.item()}; "
@@ -166,4 +211,7 @@ class Trainer:
                     plot_metrics(self.run_dir)
                 distributed.barrier(info)
         bar.close()
+        self.model.to("cpu")
+        if self.ema is not None:
+            self.ema.to("cpu")
         return self.eval_model
