@@ -35,29 +35,37 @@ def codec_id(ae: Autoencoder) -> str:
 
 @torch.no_grad()
 def encode_clip(ae: Autoencoder, clip: dict, batch: int = 32) -> dict[str, torch.Tensor]:
+    """CPU float16 latents of one clip, encoded on the device ``ae`` is on."""
+    device = next(ae.parameters()).device
     S, T = clip["rgb"].shape[:2]
     images = to_images(clip["rgb"])                                   # (S*T, 3, H, W)
-    z = torch.cat([ae.encode(images[i:i + batch]) for i in range(0, len(images), batch)])
+    z = torch.cat([ae.encode(images[i:i + batch].to(device)).cpu() for i in range(0, len(images), batch)])
     g = gbuffer_input({k: clip[k] for k in ("depth", "normal", "albedo", "roughness", "metallic")})
-    gz = torch.cat([teacher_gbuffer_latents(ae, g[i:i + batch]) for i in range(0, T, batch)])
+    gz = torch.cat([teacher_gbuffer_latents(ae, g[i:i + batch].to(device)).cpu() for i in range(0, T, batch)])
     return {"rgb": z.reshape(S, T, *z.shape[1:]).half(), "gbuffer": gz.half()}
 
 
-def build_latent_cache(root: str | os.PathLike, ae: Autoencoder, progress: bool = True) -> Path:
-    """Encode every clip of the dataset at ``root`` that is not cached yet; returns the folder."""
+def build_latent_cache(root: str | os.PathLike, ae: Autoencoder, progress: bool = True,
+                       device: str | torch.device = "cpu") -> Path:
+    """Encode every clip of the dataset at ``root`` that is not cached yet (on ``device``; ``ae``
+    is left on the CPU); returns the folder."""
     ds = ClipDataset(root)
     folder = Path(root) / "latents" / codec_id(ae)
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob(".*.tmp"):
         stale.unlink(missing_ok=True)
-    ae = ae.eval()
-    for cid in tqdm(ds.ids(), desc="latent cache", disable=not progress):
-        path = folder / f"{cid}.safetensors"
-        if path.exists():
-            continue
-        clip = ds.load(cid)
-        tensors = encode_clip(ae, clip)
-        atomic_save_tensors(path, tensors, metadata={"styles": json.dumps([str(s) for s in clip["styles"]])})
+    missing = [cid for cid in ds.ids() if not (folder / f"{cid}.safetensors").exists()]
+    if not missing:
+        return folder
+    ae = ae.to(device).eval()
+    try:
+        for cid in tqdm(missing, desc="latent cache", disable=not progress):
+            clip = ds.load(cid)
+            tensors = encode_clip(ae, clip)
+            atomic_save_tensors(folder / f"{cid}.safetensors", tensors,
+                                metadata={"styles": json.dumps([str(s) for s in clip["styles"]])})
+    finally:
+        ae.to("cpu")
     return folder
 
 

@@ -26,7 +26,7 @@ from alaya.data.dataset import ClipDataset
 from alaya.diffusion.flow import flow_matching_loss, logit_normal_t, x_prediction_loss
 from alaya.models.teacher import Teacher, TeacherConfig, teacher_config
 from alaya.text import PromptEncoder
-from alaya.train.loop import TrainConfig, Trainer, batch_to, module_device
+from alaya.train.loop import TrainConfig, Trainer, batch_to, module_device, resolve_device
 
 
 @dataclass
@@ -105,7 +105,7 @@ def latent_channel_weights(ae: Autoencoder, mix: float) -> torch.Tensor:
 
 def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
     ae = Autoencoder.from_pretrained(cfg.autoencoder).eval()
-    folder = build_latent_cache(cfg.data, ae, progress=cfg.train.progress)
+    folder = build_latent_cache(cfg.data, ae, progress=cfg.train.progress, device=resolve_device(cfg.train.device))
     encoder = PromptEncoder()
     train, val = (LatentClips(cfg.data, folder, s, encoder) for s in ("train", "val"))
     C = ae.latent_channels
