@@ -45,3 +45,15 @@ def test_cache_stays_bounded():
         enc.encode(f"prompt number {i}")
     assert len(enc._cache) == 3
     assert torch.allclose(enc.encode("a foggy morning"), first, atol=1e-6)   # recomputed, same vector
+
+
+def test_the_environment_names_a_cache_that_needs_no_model(enc, tmp_path, monkeypatch):
+    path = tmp_path / "prompts.safetensors"
+    writer = PromptEncoder(cache_file=path)
+    writer.encode(["a toon-shaded cartoon"])
+    writer.save_cache()
+    monkeypatch.setenv("ALAYA_PROMPT_CACHE", str(path))
+    reader = PromptEncoder()
+    assert reader.cache_file == path
+    reader._load = None     # a machine without the model package
+    assert torch.allclose(reader.encode("a toon-shaded cartoon"), enc.encode("a toon-shaded cartoon"), atol=1e-6)

