@@ -2,7 +2,8 @@
 # Run THERE (the lent GPU machine), after scripts/device/prepare.sh ran here:
 #   run(command="bash scripts/device/teacher_burst.sh", carry=[".device", ".gl"], timeout_s=600)
 # It renders the teacher's dataset with our engine on the GPU (EGL), encodes the latent cache on
-# the GPU, trains the teacher there for MINUTES of wall time and leaves in $OUT:
+# the GPU, trains the teacher (PRESET, from INIT or from scratch) there for MINUTES of wall time
+# and leaves in $OUT:
 #   teacher/model.safetensors, teacher/config.json   the EMA weights (save_pretrained)
 #   metrics.jsonl, metrics.png, burst.json            the run's log, curves and timings
 # The step count is sized from a probe of PROBE steps so the cosine schedule ends in time.
@@ -14,17 +15,17 @@ cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
 MINUTES=${MINUTES:-5}            # training wall time after the probe (the call's limit is 10 min)
 PROBE=${PROBE:-100}
-PRESET=${PRESET:-small}
+PRESET=${PRESET:-base}           # base: 7.0 M parameters, stored as float16 (14 MB, as the small fp32)
 BATCH=${BATCH:-64}
 FRAMES=${FRAMES:-8}
 LR=${LR:-4e-4}
 CLIPS=${CLIPS:-240}
 WORKERS=${WORKERS:-14}
 DEVICE=${DEVICE:-cuda}
-INIT=${INIT-weights/teacher/model.safetensors}   # empty: from scratch
+INIT=${INIT-}                    # e.g. weights/teacher/model.safetensors with PRESET=small; empty: from scratch
 DATA=${DATA:-/tmp/alaya_ds128}
 RUN=${RUN:-/tmp/alaya_teacher_run}
-if [ -n "${TINY:-}" ]; then CLIPS=6; PROBE=3; BATCH=2; FRAMES=4; MINUTES=0.3; WORKERS=1; fi
+if [ -n "${TINY:-}" ]; then CLIPS=6; PROBE=3; BATCH=2; FRAMES=4; MINUTES=0.3; WORKERS=1; PRESET=tiny; fi
 t0=$(date +%s)
 
 if [ -d .gl ] && [ -z "${SKIP_GL:-}" ]; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
@@ -47,7 +48,7 @@ train() {
     $PY -m alaya.cli train teacher --data "$DATA" --run-dir "$RUN" --out "$OUT/teacher" --preset "$PRESET" \
         ${INIT:+--init "$INIT"} --steps "$1" --batch-size "$BATCH" --frames "$FRAMES" --lr "$LR" --ema 0.999 \
         --t-mean 0.5 --text-noise 0.5 --pixel-weighting 0.5 --val-every 500 --ckpt-every 1000 \
-        --device "$DEVICE" ${BF16---bf16}
+        --device "$DEVICE" --store-half ${BF16---bf16}
 }
 train "$PROBE"                   # also builds the latent cache
 t_probe=$(date +%s)

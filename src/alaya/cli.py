@@ -67,7 +67,8 @@ def _train(a: argparse.Namespace) -> int:
                                                  out=a.out or "weights/teacher", frames=a.frames,
                                                  preset=a.preset, text_noise=a.text_noise,
                                                  init=a.init, t_mean=a.t_mean,
-                                                 pixel_weighting=a.pixel_weighting, train=train))
+                                                 pixel_weighting=a.pixel_weighting, store_half=a.store_half,
+                                                 train=train))
     elif a.what == "student":
         from alaya.models.student_training import StudentTrainConfig, train_student
         model = train_student(StudentTrainConfig(
@@ -283,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--preset", default="small", help="teacher: size preset (tiny, small, base)")
     tr.add_argument("--text-noise", type=float, default=1.0, help="teacher, student: prompt augmentation")
     tr.add_argument("--t-mean", type=float, default=0.0, help="teacher: logit-normal mean of training times")
+    tr.add_argument("--store-half", action="store_true", help="teacher: write the weights as float16")
     tr.add_argument("--pixel-weighting", type=float, default=0.0,
                     help="teacher: 0..1, weight latent channels by their pixel-space gain")
     tr.add_argument("--stage", default="ar", help="student: ar, guidance, steps, meanflow or tiny")

@@ -75,3 +75,16 @@ def test_edm_preconditioned_outputs_agree():
     assert torch.allclose(fresh(z, t, g, txt, output="x"), c_skip * z, atol=1e-6)
     with pytest.raises(ValueError, match="output"):
         m(z, t, g, txt, output="eps")
+
+
+def test_half_storage_halves_the_file_and_loads_back_as_float32(tmp_path):
+    m = randomised()
+    m.save_pretrained(tmp_path / "full")
+    m.save_pretrained(tmp_path / "half", dtype=torch.float16)
+    full, half = ((tmp_path / n / "model.safetensors").stat().st_size for n in ("full", "half"))
+    assert half < 0.6 * full
+    back = Teacher.from_pretrained(tmp_path / "half")
+    assert all(p.dtype == torch.float32 for p in back.parameters())
+    for (k, a), b in zip(m.state_dict().items(), back.state_dict().values()):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-4), k
+    assert '"stored_dtype": "float16"' in (tmp_path / "half" / "config.json").read_text()

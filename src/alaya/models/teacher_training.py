@@ -46,6 +46,7 @@ class TeacherTrainConfig:
     teacher: TeacherConfig | None = None      # overrides the preset when given
     init: str | None = None                   # start from these weights (a run's checkpoint or a
                                               # save_pretrained folder's model.safetensors)
+    store_half: bool = False                  # write the weights as float16 (half the bytes)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/teacher", batch_size=8,
                                                                    lr=3e-4))
 
@@ -149,7 +150,7 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
                       describe={"teacher": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})
     model = trainer.run().eval()
     if trainer.dist.is_main:
-        model.save_pretrained(cfg.out, trained={"steps": tc.steps, "batch_size": tc.batch_size,
+        model.save_pretrained(cfg.out, dtype=torch.float16 if cfg.store_half else None, trained={"steps": tc.steps, "batch_size": tc.batch_size,
                                                 "frames": cfg.frames, "data": cfg.data,
                                                 "text_noise": cfg.text_noise, "preset": cfg.preset,
                                                 "t_mean": cfg.t_mean, "pixel_weighting": cfg.pixel_weighting,

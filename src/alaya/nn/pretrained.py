@@ -36,12 +36,19 @@ def atomic_save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: 
     os.replace(tmp, path)
 
 
-def save_pretrained(model: torch.nn.Module, folder: str | os.PathLike, **metadata: Any) -> Path:
-    """Write ``model`` (which has a dataclass ``config``) to ``folder``."""
+def save_pretrained(model: torch.nn.Module, folder: str | os.PathLike, dtype: torch.dtype | None = None,
+                    **metadata: Any) -> Path:
+    """Write ``model`` (which has a dataclass ``config``) to ``folder``; with ``dtype`` (e.g.
+    float16, half the bytes of a shipped model) its floating-point tensors are stored in it, and
+    ``from_pretrained`` casts them back to the model's own dtype."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     config = dataclasses.asdict(model.config)
-    atomic_save_tensors(folder / "model.safetensors", model.state_dict())
+    state = model.state_dict()
+    if dtype is not None:
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+        metadata = {**metadata, "stored_dtype": str(dtype).removeprefix("torch.")}
+    atomic_save_tensors(folder / "model.safetensors", state)
     atomic_write_text(folder / "config.json", json.dumps(
         {"class": type(model).__name__, "config": config, **metadata}, indent=2, sort_keys=True))
     return folder
