@@ -65,6 +65,11 @@ class LatentClips:
         self.gbuffer = torch.stack([t["gbuffer"] for t, _ in loaded])  # (N, T, G, h, w)
         self.phrasings = [encoder.encode(ds.meta.styles[s]["phrasings"]) for s in self.styles]
 
+    def to(self, device: torch.device) -> "LatentClips":
+        """Hold the latents on ``device`` (a GPU run draws its batches there: no copy per step)."""
+        self.rgb, self.gbuffer = self.rgb.to(device), self.gbuffer.to(device)
+        return self
+
     def batch(self, size: int, frames: int, seed: int, index: int, dropout: float,
               text_noise: float = 0.0, t_mean: float = 0.0):
         n, s, t = self.rgb.shape[:3]
@@ -72,16 +77,24 @@ class LatentClips:
             raise ValueError(f"window of {frames} frames but clips have {t}")
         rng = np.random.default_rng([seed, index])
         c, st, f0 = rng.integers(n, size=size), rng.integers(s, size=size), rng.integers(t - frames + 1, size=size)
-        win = torch.from_numpy(f0[:, None] + np.arange(frames))
-        x = self.rgb[torch.from_numpy(c)[:, None], torch.from_numpy(st)[:, None], win].float()
-        g = self.gbuffer[torch.from_numpy(c)[:, None], win].float()
+        device = self.rgb.device
+        win = torch.from_numpy(f0[:, None] + np.arange(frames)).to(device)
+        ci, si = torch.from_numpy(c)[:, None].to(device), torch.from_numpy(st)[:, None].to(device)
+        x = self.rgb[ci, si, win].float()
+        g = self.gbuffer[ci, win].float()
         if text_noise > 0:
             text = torch.stack([augment_prompt(self.phrasings[k], rng, text_noise) for k in st])
         else:
             text = torch.stack([self.phrasings[k][rng.integers(len(self.phrasings[k]))] for k in st])
         text[torch.from_numpy(rng.random(size) < dropout)] = 0.0
-        gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-        return x, g, text, logit_normal_t(size, gen, mean=t_mean), torch.randn(x.shape, generator=gen)
+        noise_seed = int(rng.integers(2**62))
+        gen = torch.Generator().manual_seed(noise_seed)
+        times = logit_normal_t(size, gen, mean=t_mean)
+        if device.type == "cpu":
+            eps = torch.randn(x.shape, generator=gen)
+        else:                                   # drawn where the batch lives
+            eps = torch.randn(x.shape, generator=torch.Generator(device).manual_seed(noise_seed), device=device)
+        return x, g, text, times, eps
 
 
 def augment_prompt(phrasings: torch.Tensor, rng: np.random.Generator, noise: float) -> torch.Tensor:
@@ -106,9 +119,10 @@ def latent_channel_weights(ae: Autoencoder, mix: float) -> torch.Tensor:
 
 def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
     ae = Autoencoder.from_pretrained(cfg.autoencoder).eval()
-    folder = build_latent_cache(cfg.data, ae, progress=cfg.train.progress, device=resolve_device(cfg.train.device))
+    device = resolve_device(cfg.train.device)
+    folder = build_latent_cache(cfg.data, ae, progress=cfg.train.progress, device=device)
     encoder = PromptEncoder()
-    train, val = (LatentClips(cfg.data, folder, s, encoder) for s in ("train", "val"))
+    train, val = (LatentClips(cfg.data, folder, s, encoder).to(device) for s in ("train", "val"))
     C = ae.latent_channels
     tc = cfg.train
     torch.manual_seed(tc.seed)

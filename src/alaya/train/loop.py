@@ -108,6 +108,7 @@ class Trainer:
         self.device = resolve_device(config.device, on_any_device, type(model).__name__ + "'s recipe")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
+            torch.backends.cudnn.benchmark = True     # batches keep their shapes: tune convolutions once
         self.dist = distributed.setup(self.device.type)
         model.to(self.device)
         self.run_dir = Path(config.run_dir)
