@@ -2,8 +2,8 @@
 # Run THERE (the lent GPU machine), after scripts/device/prepare.sh ran here:
 #   run(command="bash scripts/device/teacher_burst.sh", carry=[".device", ".gl"], timeout_s=600)
 # It renders the teacher's dataset with our engine on the GPU (EGL), encodes the latent cache on
-# the GPU, trains the teacher (PRESET, from INIT or from scratch) there for MINUTES of wall time
-# and leaves in $OUT:
+# the GPU, trains the teacher (PRESET, from INIT or from scratch) there for what is left of
+# BUDGET_S seconds (or MINUTES of training) and leaves in $OUT:
 #   teacher/model.safetensors, teacher/config.json   the EMA weights (save_pretrained)
 #   metrics.jsonl, metrics.png, burst.json            the run's log, curves and timings
 # The step count is sized from a probe of PROBE steps so the cosine schedule ends in time.
@@ -13,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?OUT must name the output folder}"
 PY=${PY:-python3}
-MINUTES=${MINUTES:-5}            # training wall time after the probe (the call's limit is 10 min)
+BUDGET_S=${BUDGET_S:-540}        # the whole script's wall time (the call's limit is 600 s)
+MINUTES=${MINUTES:-}             # training wall time after the probe; default: what BUDGET_S leaves
 PROBE=${PROBE:-100}
 PRESET=${PRESET:-base}           # base: 7.0 M parameters, stored as float16 (14 MB, as the small fp32)
 BATCH=${BATCH:-64}
@@ -25,7 +26,7 @@ DEVICE=${DEVICE:-cuda}
 INIT=${INIT-}                    # e.g. weights/teacher/model.safetensors with PRESET=small; empty: from scratch
 DATA=${DATA:-/tmp/alaya_ds128}
 RUN=${RUN:-/tmp/alaya_teacher_run}
-if [ -n "${TINY:-}" ]; then CLIPS=6; PROBE=3; BATCH=2; FRAMES=4; MINUTES=0.3; WORKERS=1; PRESET=tiny; fi
+if [ -n "${TINY:-}" ]; then CLIPS=6; PROBE=3; BATCH=2; FRAMES=4; MINUTES=${MINUTES:-0.3}; WORKERS=1; PRESET=tiny; fi
 t0=$(date +%s)
 
 if [ -d .gl ] && [ -z "${SKIP_GL:-}" ]; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
@@ -52,6 +53,9 @@ train() {
 }
 train "$PROBE"                   # also builds the latent cache
 t_probe=$(date +%s)
+if [ -z "$MINUTES" ]; then           # what is left, less a minute for restarting and saving
+    MINUTES=$($PY -c "print(max(0.5, ($BUDGET_S - ($t_probe - $t0) - 60) / 60))")
+fi
 STEPS=$($PY - "$RUN/metrics.jsonl" "$PROBE" "$MINUTES" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -66,7 +70,7 @@ t_end=$(date +%s)
 cp "$RUN/metrics.jsonl" "$RUN/metrics.png" "$OUT/" 2>/dev/null || true
 $PY - "$OUT/burst.json" <<PY
 import json, sys
-json.dump({"steps": $STEPS, "batch_size": $BATCH, "frames": $FRAMES, "preset": "$PRESET", "init": "$INIT",
+json.dump({"steps": $STEPS, "minutes": $MINUTES, "batch_size": $BATCH, "frames": $FRAMES, "preset": "$PRESET", "init": "$INIT",
            "clips": $CLIPS, "data_s": $t_data - $t0, "probe_s": $t_probe - $t_data,
            "train_s": $t_end - $t_probe, "total_s": $t_end - $t0}, open(sys.argv[1], "w"), indent=1)
 PY
