@@ -88,3 +88,14 @@ def test_half_storage_halves_the_file_and_loads_back_as_float32(tmp_path):
     for (k, a), b in zip(m.state_dict().items(), back.state_dict().values()):
         assert torch.allclose(a, b, rtol=1e-3, atol=1e-4), k
     assert '"stored_dtype": "float16"' in (tmp_path / "half" / "config.json").read_text()
+
+
+def test_model_card_names_the_stored_dtype_and_the_training_hardware(tmp_path):
+    from alaya.nn.model_card import write_model_card
+    randomised().save_pretrained(tmp_path / "gpu", dtype=torch.float16,
+                                 trained={"steps": 7, "batch_size": 2, "hardware": "1 NVIDIA H200, bf16 autocast"})
+    randomised().save_pretrained(tmp_path / "cpu", trained={"steps": 7, "batch_size": 2})
+    gpu = write_model_card(tmp_path / "gpu", "t", "s", "u", "d").read_text()
+    cpu = write_model_card(tmp_path / "cpu", "t", "s", "u", "d").read_text()
+    assert "as float16 safetensors" in gpu and "- Hardware: 1 NVIDIA H200, bf16 autocast" in gpu
+    assert "as float32 safetensors" in cpu and "CPU, PyTorch fp32, no GPU" in cpu

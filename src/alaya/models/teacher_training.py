@@ -26,7 +26,7 @@ from alaya.data.dataset import ClipDataset
 from alaya.diffusion.flow import flow_matching_loss, logit_normal_t, x_prediction_loss
 from alaya.models.teacher import Teacher, TeacherConfig, teacher_config
 from alaya.text import PromptEncoder
-from alaya.train.loop import TrainConfig, Trainer, batch_to, module_device, resolve_device
+from alaya.train.loop import TrainConfig, Trainer, batch_to, hardware_line, module_device, resolve_device
 
 
 @dataclass
@@ -168,6 +168,8 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
                                                 "frames": cfg.frames, "data": cfg.data,
                                                 "text_noise": cfg.text_noise, "preset": cfg.preset,
                                                 "t_mean": cfg.t_mean, "pixel_weighting": cfg.pixel_weighting,
-                                                "run_dir": tc.run_dir, "autoencoder": cfg.autoencoder},
+                                                "run_dir": tc.run_dir, "autoencoder": cfg.autoencoder,
+                                                "hardware": hardware_line(trainer.device, tc.bf16,
+                                                                          trainer.dist.world_size)},
                               metrics={"val": trainer.last_val})
     return model

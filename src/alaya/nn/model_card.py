@@ -36,14 +36,16 @@ def write_model_card(folder: str | os.PathLike, title: str, summary: str, usage:
         "## Use", "", "```python", usage.strip(), "```", "",
         "## Architecture", "", f"`{meta['class']}` with config:", "", "```json",
         json.dumps(meta["config"], indent=2), "```", "",
-        f"Parameters: {n_params:,} ({weights.stat().st_size / 1e6:.2f} MB as float32 safetensors).", "",
+        f"Parameters: {n_params:,} ({weights.stat().st_size / 1e6:.2f} MB as "
+        f"{meta.get('stored_dtype', 'float32')} safetensors).", "",
         "## Training", "",
         f"- Data: {data}",
         f"- Steps: {trained.get('steps', '?')}, batch size {trained.get('batch_size', '?')}"
         + (f", {trained['pairs']} cached frame pairs" if "pairs" in trained else "")
         + (f", {trained['crop']}px crops" if "crop" in trained else ""),
         f"- Wall time: {seconds / 60:.1f} min" if seconds else "- Wall time: see the run folder",
-        f"- Hardware: {os.cpu_count()}-core {platform.machine()} CPU, PyTorch fp32, no GPU",
+        f"- Hardware: {trained['hardware']}" if "hardware" in trained
+        else f"- Hardware: {os.cpu_count()}-core {platform.machine()} CPU, PyTorch fp32, no GPU",
         "",
         "## Metrics (test split)", "", "| metric | value |", "|---|---|",
         *[f"| {k} | {v:.4g} |" for k, v in metrics.get("test", {}).items()],

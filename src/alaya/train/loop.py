@@ -91,6 +91,15 @@ def resolve_device(name: str, on_any_device: bool = True, recipe: str = "this re
     return device
 
 
+def hardware_line(device: torch.device, bf16: bool, world_size: int = 1) -> str:
+    """What a run trained on, for its model card: e.g. '1 x NVIDIA H200, PyTorch 2.11.0, bf16 autocast'."""
+    precision = "bf16 autocast" if bf16 else "fp32"
+    if device.type == "cuda":
+        return f"{world_size} x {torch.cuda.get_device_name(device)}, PyTorch {torch.__version__}, {precision}"
+    import platform
+    return f"{world_size} x {os.cpu_count()}-core {platform.machine()} CPU, PyTorch {torch.__version__}, {precision}"
+
+
 def module_device(module: torch.nn.Module) -> torch.device:
     return next(module.parameters()).device
 
