@@ -26,7 +26,7 @@ from alaya.data.dataset import ClipDataset
 from alaya.diffusion.flow import flow_matching_loss, logit_normal_t, x_prediction_loss
 from alaya.models.teacher import Teacher, TeacherConfig, teacher_config
 from alaya.text import PromptEncoder
-from alaya.train.loop import TrainConfig, Trainer, batch_to, hardware_line, module_device, resolve_device
+from alaya.train.loop import TrainConfig, Trainer, hardware_line, resolve_device
 
 
 @dataclass
@@ -52,7 +52,8 @@ class TeacherTrainConfig:
 
 
 class LatentClips:
-    """Cached latents of one split in memory, with the prompt embeddings of every style."""
+    """Cached latents of one split in memory (on the training device: ``to``), with the prompt
+    embeddings of every style; ``batch`` returns tensors on that device."""
 
     def __init__(self, data: str, folder, split: str, encoder: PromptEncoder):
         ds = ClipDataset(data)
@@ -94,7 +95,7 @@ class LatentClips:
             eps = torch.randn(x.shape, generator=gen)
         else:                                   # drawn where the batch lives
             eps = torch.randn(x.shape, generator=torch.Generator(device).manual_seed(noise_seed), device=device)
-        return x, g, text, times, eps
+        return x, g, text.to(device), times.to(device), eps
 
 
 def augment_prompt(phrasings: torch.Tensor, rng: np.random.Generator, noise: float) -> torch.Tensor:
@@ -130,14 +131,13 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
                                                   prompt_dropout=cfg.prompt_dropout))
 
     sigma_data = model.config.sigma_data
-    weight = latent_channel_weights(ae, cfg.pixel_weighting).view(1, 1, -1, 1, 1) if cfg.pixel_weighting else None
+    weight = (latent_channel_weights(ae, cfg.pixel_weighting).view(1, 1, -1, 1, 1).to(device)
+              if cfg.pixel_weighting else None)
 
-    def objective(m, x, g, text, t, eps):
-        x, g, text, t, eps = batch_to(m, x, g, text, t, eps)
+    def objective(m, x, g, text, t, eps):           # batches come on the training device (LatentClips.to)
         if sigma_data > 0:
-            w = None if weight is None else weight.to(module_device(m))
             return x_prediction_loss(lambda z, tt: m(z, tt, g, text, output="x"), x, t, eps, sigma_data,
-                                     weight=w)
+                                     weight=weight)
         return flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)
 
     def loss_fn(m, index: int):
@@ -150,7 +150,6 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
         for i in range(4):
             x, g, text, t, eps = val.batch(tc.batch_size, cfg.frames, 1234, i, 0.0)
             losses.append(float(objective(m, x, g, text, t, eps)))
-            x, g, text, t, eps = batch_to(m, x, g, text, t, eps)
             flow.append(float(flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)))
         return {"loss": float(np.mean(losses)), "flow_loss": float(np.mean(flow))}
 

@@ -13,7 +13,7 @@ checkpoints; all ranks resume from them.
 
 Devices (``TrainConfig.device``): ``"auto"`` trains on CUDA when torch sees a GPU (under
 torchrun, GPU ``LOCAL_RANK``) and on the CPU otherwise; ``"cpu"`` and ``"cuda"`` force one. A
-recipe that moves its batches to the model's device (``batch_to``) says so with
+recipe that puts its batches on the model's device (``batch_to``, or drawing them there) says so with
 ``Trainer(..., on_any_device=True)``; the others train on the CPU whatever ``device`` says, and
 ``"cuda"`` is refused for them with the recipe named. Checkpoints hold CPU tensors, so a run
 resumes on either, and the trained model comes back on the CPU.
@@ -26,6 +26,7 @@ import dataclasses
 import json
 import math
 import os
+import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,7 +97,6 @@ def hardware_line(device: torch.device, bf16: bool, world_size: int = 1) -> str:
     precision = "bf16 autocast" if bf16 else "fp32"
     if device.type == "cuda":
         return f"{world_size} x {torch.cuda.get_device_name(device)}, PyTorch {torch.__version__}, {precision}"
-    import platform
     return f"{world_size} x {os.cpu_count()}-core {platform.machine()} CPU, PyTorch {torch.__version__}, {precision}"
 
 
