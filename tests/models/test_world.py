@@ -232,3 +232,60 @@ def test_anchor_warp_trains_and_fine_tunes_from_a_ground_warp_model(episodes, en
     data.pitch = None
     with pytest.raises(ValueError, match="world_to_camera"):
         world_loss(WorldModel(anchored), data, cfg, torch.ones(48), 0, 4, 0)
+
+
+def test_unrolled_loss_of_a_copy_last_world_is_its_recorded_change(episodes, encoder):
+    """Known answer: a world that repeats its newest frame scores, per chain, the weighted error
+    of its start frame against the recorded frames that follow (the copy-last baseline), and 0
+    where it stands still; ``velocity_loss_weight`` at t = 1 scales both."""
+    from types import SimpleNamespace
+    from alaya.diffusion.flow import velocity_loss_weight
+    from alaya.models.world_training import free_rollout_starts, unroll_loss
+    data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
+    copy_last = SimpleNamespace(generate=lambda z, anchor, ctx, *a, **k: ctx[:, 0])
+    weights = torch.rand(48) + 0.5
+    w = weights.view(1, -1, 1, 1) * velocity_loss_weight(torch.ones(()), TINY.sigma_data)
+    still = WorldTrainConfig(data="unused", model=TINY, unroll=3, unroll_batch=4, still_prob=1.0)
+    assert unroll_loss(copy_last, data, still, weights, 5, 0).item() == 0.0
+    cfg = WorldTrainConfig(data="unused", model=TINY, unroll=3, unroll_batch=4)
+    e, st, n0, flags = free_rollout_starts(data, cfg, np.random.default_rng([0, 5, 11]), 4, 3)
+    assert not flags.any() and (n0 >= TINY.context).all() and (n0 + 3 <= data.shape[2]).all()
+    start = data.latent(e, st, n0 - 1)
+    expect = torch.stack([((start - data.latent(e, st, n0 + h)) ** 2 * w).mean() for h in range(3)]).mean()
+    assert torch.allclose(unroll_loss(copy_last, data, cfg, weights, 5, 0), expect)
+
+
+def test_unrolled_loss_trains_through_the_chain(episodes, encoder):
+    """Backpropagation through the rollout: a later frame's error reaches an earlier generated
+    frame through the context it feeds, and the chain is the one a session plays (the same
+    frames as the gradient-free sampler)."""
+    from alaya.models.world_training import free_rollout_starts, play_along
+    data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
+    cfg = WorldTrainConfig(data="unused", model=TINY, unroll=3, still_prob=0.5)
+    model = WorldModel(TINY)
+
+    def chain(generate):
+        rng = np.random.default_rng(3)
+        e, st, n0, still = free_rollout_starts(data, cfg, rng, 4, 3)
+        return list(play_along(generate, data, cfg, rng, e, st, n0, 3, still))
+
+    frames = chain(model.generate)
+    frames[0][0].retain_grad()
+    ((frames[-1][0] - frames[-1][1]) ** 2).mean().backward()
+    assert frames[0][0].grad is not None and frames[0][0].grad.abs().sum() > 0
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    for (a, _), (b, _) in zip(frames, chain(model.sample)):
+        assert torch.allclose(a.detach(), b)
+
+
+def test_training_with_the_unrolled_loss_logs_and_validates_it(episodes, tmp_path):
+    run = tmp_path / "run"
+    cfg = WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=TINY, unroll=3, unroll_batch=2,
+                           still_prob=0.5, val_batches=1, val_batch_size=4,
+                           train=TrainConfig(run_dir=str(run), steps=2, batch_size=4, log_every=1, val_every=2,
+                                             ckpt_every=2, progress=False))
+    train_world(cfg)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    last = rows[-1]
+    assert np.isfinite(last["unroll"]) and last["unroll"] > 0 and np.isfinite(last["val_unroll"])
+    assert last["loss"] == pytest.approx(last["flow"] + last["unroll"], rel=1e-5)

@@ -88,8 +88,15 @@ def push_context(context: torch.Tensor, valid: torch.Tensor, latent: torch.Tenso
 @torch.no_grad()
 def sample_student(student: "Student", z: torch.Tensor, ts: torch.Tensor, gbuffer: torch.Tensor,
                    text: torch.Tensor, context: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """``integrate_student`` without gradient."""
+    return integrate_student(student, z, ts, gbuffer, text, context, valid)
+
+
+def integrate_student(student: "Student", z: torch.Tensor, ts: torch.Tensor, gbuffer: torch.Tensor,
+                      text: torch.Tensor, context: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """Integrate one frame's latents from ``ts[0]`` to ``ts[-1]``: ``z_r = z_t - (t - r) u(z, r, t)``
-    with r the next grid time for an average-velocity student, r = t (Euler) otherwise."""
+    with r the next grid time for an average-velocity student, r = t (Euler) otherwise.
+    Differentiable (training through a rollout); ``sample_student`` is the same without gradient."""
     B = z.shape[0]
     features = student.condition(gbuffer, context, valid)      # once per frame, not per step
     for t, r in zip(ts[:-1], ts[1:]):

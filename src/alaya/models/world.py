@@ -36,7 +36,7 @@ from torch import nn
 from alaya.codecs.patch import stabilize_patch_latent
 from alaya.data.actions import ACTION_DIM
 from alaya.diffusion.flow import time_grid
-from alaya.models.student import Student, StudentConfig, sample_student
+from alaya.models.student import Student, StudentConfig, integrate_student
 from alaya.models.view_warp import (camera_rotation, pinhole, relative_pose, turn_rotation, walk_poses,
                                     warp_ground, warp_rotation)
 from alaya.nn.pretrained import from_pretrained, save_pretrained
@@ -205,22 +205,27 @@ class WorldModel(nn.Module):
         return out
 
     @torch.no_grad()
-    def sample(self, z: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
-               style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor, steps: int | None = None,
-               stabilize: bool = False, pitch: torch.Tensor | None = None,
-               poses: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def sample(self, *args, **kwargs) -> torch.Tensor:
+        """``generate`` without gradient: what sessions and training-time rollouts use."""
+        return self.generate(*args, **kwargs)
+
+    def generate(self, z: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
+                 style: torch.Tensor, actions: torch.Tensor, noise: torch.Tensor, steps: int | None = None,
+                 stabilize: bool = False, pitch: torch.Tensor | None = None,
+                 poses: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Frame n's latents from pure noise ``z`` in ``steps`` Euler steps (the core's sampler),
         given the context as generated (``align`` is applied here, once) and the noise level the
         model is told (``pitch``: frame n's, for ``ground_warp``; ``poses``: (anchor pose, anchor
         pitch, frame n's pose), for ``anchor_warp``); then ``finish``: the newest aligned context
-        frame added back, optionally stabilized as ``WorldSession`` does."""
+        frame added back, optionally stabilized as ``WorldSession`` does. Differentiable (the
+        unrolled rollout loss trains through it); ``sample`` is the same without gradient."""
         context, valid = self.align(context, valid, actions, pitch)
         if self.config.anchor_warp:
             if poses is None:
                 raise ValueError("poses: anchor_warp needs (anchor pose, anchor pitch, frame n's pose)")
             anchor = self.align_anchor(anchor, context[:, 0], poses[0], poses[1], poses[2], pitch)
         ts = time_grid(steps or self.config.steps)
-        out = sample_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
+        out = integrate_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
         return self.finish(out, context[:, 0], stabilize)
 
     def save_pretrained(self, folder, **metadata) -> None:

@@ -73,7 +73,10 @@ class WorldTrainConfig:
     error_refresh: int = 200             # this many steps with the current weights)
     play_context_noise: float | None = None   # the noise level the model is told at play (and so in
                                          # self-rollouts and the error bank); None: the model's own
-    still_prob: float = 0.0              # share of samples (and of error-bank rollouts) standing still:
+    unroll: int = 0                      # unrolled rollout loss (``unroll_loss``): frames per chain (0 = off)
+    unroll_batch: int = 8                # chains per step
+    unroll_weight: float = 1.0           # its weight next to the flow loss
+    still_prob: float = 0.0              # share of samples (and of error-bank rollouts and unrolled chains) standing still:
                                          # no action, the same recorded frame as context and target
     text_noise: float = 0.5
     uniform_t: float = 0.5               # share of training times drawn uniformly (the rest logit-normal):
@@ -167,6 +170,62 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
     return g_ctx, g_valid
 
 
+def free_rollout_starts(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, size: int,
+                        horizon: int):
+    """Episodes, styles, first generated frames n0 and standing-still flags (``cfg.still_prob``) of
+    ``size`` free rollouts of up to ``horizon`` frames, each with a full recorded context before it."""
+    episodes, styles, T = data.shape
+    K = cfg.model.context
+    H = min(horizon, T - K - 1)
+    if H < 1:
+        raise ValueError(f"free rollouts need episodes longer than context + 1 = {K + 1} frames, got {T}")
+    e, st = rng.integers(episodes, size=size), rng.integers(styles, size=size)
+    n0 = rng.integers(K, T - H + 1, size=size)
+    still = torch.from_numpy(rng.random(size) < cfg.still_prob if cfg.still_prob > 0 else np.zeros(size, bool))
+    return e, st, n0, still
+
+
+def play_along(generate, data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, n0,
+               frames: int, still: torch.Tensor):
+    """A free rollout as ``WorldSession`` plays it, along recorded episodes ``e`` in styles ``st``:
+    the recorded context up to frame n0 - 1 (its newest frame is also the anchor, as a session's
+    start frame), then ``frames`` frames generated with the recorded actions, each from the
+    generated ones before it, told the play-time noise level. Chains flagged ``still`` stand still
+    from frame n0 - 1 (no action; that frame is their target). Yields (generated latents, target)
+    per frame; ``generate`` is ``WorldModel.sample`` or, to train through the chain, ``generate``."""
+    m = cfg.model
+    ctx, valid = real_context(data, e, st, n0 - 1, m.context)
+    first = ctx[:, 0]
+    style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
+    level = torch.full((len(e),), m.play_context_noise)
+    for h in range(frames):
+        f = n0 + h
+        rows = action_rows(data, e, f, m.action_history) * ~still.view(-1, 1, 1)
+        z = torch.from_numpy(rng.standard_normal(first.shape)).float()
+        seen_from = np.where(still.numpy(), n0 - 1, f)
+        out = generate(z, first, ctx, valid, style, rows, level, steps=m.steps, stabilize=True,
+                       pitch=frame_pitch(data, e, seen_from), poses=anchor_poses(data, m, e, n0 - 1, seen_from))
+        yield out, torch.where(still.view(-1, 1, 1, 1), first, data.latent(e, st, f))
+        ctx, valid = push_context(ctx, valid, out)
+
+
+def unroll_loss(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torch.Tensor, index: int,
+                seed: int) -> torch.Tensor:
+    """The play-time sampler unrolled over ``cfg.unroll`` frames, with gradient through every
+    generated frame and every context it feeds (backpropagation through the rollout): the error
+    of each frame against the recorded one, weighted as the flow loss weighs the one-step time
+    t = 1 (``velocity_loss_weight``), averaged over the frames. A per-frame bias too small to see
+    in one step (a slight blur when nothing moves) adds up over the chain, so here it is trained
+    away; the flow loss alone only ever sees one step from a given context."""
+    rng = np.random.default_rng([seed, index, 11])
+    e, st, n0, still = free_rollout_starts(data, cfg, rng, cfg.unroll_batch, cfg.unroll)
+    frames = min(cfg.unroll, data.shape[2] - cfg.model.context - 1)
+    w = weights.view(1, -1, 1, 1) * velocity_loss_weight(torch.ones(()), cfg.model.sigma_data)
+    errors = [((out - target) ** 2 * w).mean()
+              for out, target in play_along(model.generate, data, cfg, rng, e, st, n0, frames, still)]
+    return torch.stack(errors).mean()
+
+
 class ErrorBank:
     """The model's own errors, for error recycling (after Stable Video Infinity's error-recycling
     fine-tuning): free rollouts along recorded episodes, with the recorded actions, from real
@@ -183,34 +242,13 @@ class ErrorBank:
 
     @torch.no_grad()
     def refresh(self, model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator):
-        m = cfg.model
-        episodes, styles, T = data.shape
-        K, R = m.context, cfg.error_rollouts
-        H = min(cfg.error_horizon, T - K - 1)
-        if H < 1:
-            raise ValueError(f"error recycling needs episodes longer than context + 1 = {K + 1} frames, got {T}")
-        e, st = rng.integers(episodes, size=R), rng.integers(styles, size=R)
-        n0 = rng.integers(K, T - H + 1, size=R)                  # first generated frame
-        still = torch.from_numpy(rng.random(R) < cfg.still_prob if cfg.still_prob > 0   # these stand still
-                                 else np.zeros(R, bool))                                   # from frame n0 - 1
-        ctx, valid = real_context(data, e, st, n0 - 1, K)
-        first = ctx[:, 0]                                        # the anchor, as a session's start frame
-        style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
-        level = torch.full((R,), m.play_context_noise)
         was_training = model.training
         model.eval()
-        errors = []
-        for h in range(H):                                       # as WorldSession plays it
-            f = n0 + h
-            rows = action_rows(data, e, f, m.action_history) * ~still.view(-1, 1, 1)
-            z = torch.from_numpy(rng.standard_normal(first.shape)).float()
-            seen_from = np.where(still.numpy(), n0 - 1, f)
-            out = model.sample(z, first, ctx, valid, style, rows, level, steps=m.steps, stabilize=True,
-                               pitch=frame_pitch(data, e, seen_from), poses=anchor_poses(data, m, e, n0 - 1, seen_from))
-            errors.append((out - torch.where(still.view(-1, 1, 1, 1), first, data.latent(e, st, f))).half())
-            ctx, valid = push_context(ctx, valid, out)
+        e, st, n0, still = free_rollout_starts(data, cfg, rng, cfg.error_rollouts, cfg.error_horizon)
+        H = min(cfg.error_horizon, data.shape[2] - cfg.model.context - 1)
+        self.errors = torch.stack([(out - target).half() for out, target in
+                                   play_along(model.sample, data, cfg, rng, e, st, n0, H, still)], 1)
         model.train(was_training)
-        self.errors = torch.stack(errors, 1)
 
     def draw(self, size: int, context: int, rng: np.random.Generator) -> torch.Tensor:
         """(size, context, C, h, w): the errors of the newest ``context`` generated frames (newest
@@ -264,7 +302,13 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
     v = model(interpolate(x, eps, t), t, anchor, noisy, valid, style, rows, level)
     err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
     per = err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)
-    return per.mean(), {"rollout": float(used_rollout), "recycled": float(recycled.float().mean())}
+    logs = {"rollout": float(used_rollout), "recycled": float(recycled.float().mean())}
+    loss = per.mean()
+    if rollout and cfg.unroll > 0:          # through the core: the wrapper's forward above already
+        unrolled = unroll_loss(core, data, cfg, weights, index, seed)   # readied DDP's gradient hooks
+        logs["flow"], logs["unroll"] = loss.item(), unrolled.item()
+        loss = loss + cfg.unroll_weight * unrolled
+    return loss, logs
 
 
 def train_world(cfg: WorldTrainConfig) -> WorldModel:
@@ -310,7 +354,12 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
     def validate(m):
         losses = [world_loss(m, val, cfg, weights, 10_000_000 + i, cfg.val_batch_size, 1234, rollout=False)[0].item()
                   for i in range(cfg.val_batches)]
-        return {"loss": float(np.mean(losses))}
+        out = {"loss": float(np.mean(losses))}
+        if cfg.unroll > 0:                 # the chains' error too: what the unrolled loss trains
+            core = m.module if hasattr(m, "module") else m
+            out["unroll"] = float(np.mean([unroll_loss(core, val, cfg, weights, 10_000_000 + i, 1234).item()
+                                           for i in range(cfg.val_batches)]))
+        return out
 
     describe = {"world": json.loads(json.dumps(cfg.__dict__, default=lambda o: getattr(o, "__dict__", str(o))))}
     model = Trainer(model, tc, loss_fn, validate if val is not None else None, describe).run()
