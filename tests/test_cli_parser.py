@@ -20,3 +20,16 @@ def test_eval_world_takes_the_standing_still_length():
     assert p.parse_args(["eval", "world", "--data", "d", "--still-frames", "30"]).still_frames == 30
     with pytest.raises(SystemExit):
         p.parse_args(["eval", "world", "--data", "d", "--still-frames", "many"])
+
+
+def test_unrolled_loss_flags_reach_the_world_run(monkeypatch):
+    import alaya.models.world_training as wt
+    from alaya.cli_world import train_world_from_args
+    seen = {}
+    monkeypatch.setattr(wt, "train_world", lambda cfg: seen.setdefault("cfg", cfg))
+    a = build_parser().parse_args(["train", "world", "--data", "d", "--run-dir", "r", "--unroll", "8",
+                                   "--unroll-batch", "4", "--unroll-weight", "0.5", "--unroll-still-prob", "0.4"])
+    cfg = train_world_from_args(a, "train-config")
+    assert (cfg.unroll, cfg.unroll_batch, cfg.unroll_weight, cfg.unroll_still_prob) == (8, 4, 0.5, 0.4)
+    b = build_parser().parse_args(["train", "world", "--data", "d", "--run-dir", "r"])
+    assert (b.unroll, b.unroll_still_prob) == (0, None)

@@ -37,7 +37,8 @@ def train_world_from_args(a: argparse.Namespace, train):
         model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
         context_noise=a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob,
         still_prob=a.still_prob, one_step_t=a.one_step_t, play_context_noise=a.play_noise,
-        unroll=a.unroll, unroll_batch=a.unroll_batch, unroll_weight=a.unroll_weight, train=train))
+        unroll=a.unroll, unroll_batch=a.unroll_batch, unroll_weight=a.unroll_weight,
+        unroll_still_prob=a.unroll_still_prob, train=train))
 
 
 def _import_video(a: argparse.Namespace) -> int:
@@ -151,6 +152,8 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
                     help="world: frames of the unrolled rollout loss, trained through the whole chain (0 = off)")
     tr.add_argument("--unroll-batch", type=int, default=8, help="world: unrolled chains per step")
     tr.add_argument("--unroll-weight", type=float, default=1.0, help="world: weight of the unrolled loss")
+    tr.add_argument("--unroll-still-prob", type=float, default=None,
+                    help="world: share of the unrolled chains standing still (default: --still-prob)")
     tr.add_argument("--view-warp", action="store_true",
                     help="world: rotate the context into the new view by the turn/pitch actions (also turns it on for --init)")
     tr.add_argument("--ground-warp", action="store_true",

@@ -245,7 +245,7 @@ def test_unrolled_loss_of_a_copy_last_world_is_its_recorded_change(episodes, enc
     copy_last = SimpleNamespace(generate=lambda z, anchor, ctx, *a, **k: ctx[:, 0])
     weights = torch.rand(48) + 0.5
     w = weights.view(1, -1, 1, 1) * velocity_loss_weight(torch.ones(()), TINY.sigma_data)
-    still = WorldTrainConfig(data="unused", model=TINY, unroll=3, unroll_batch=4, still_prob=1.0)
+    still = WorldTrainConfig(data="unused", model=TINY, unroll=3, unroll_batch=4, unroll_still_prob=1.0)
     assert unroll_loss(copy_last, data, still, weights, 5, 0).item() == 0.0
     cfg = WorldTrainConfig(data="unused", model=TINY, unroll=3, unroll_batch=4)
     e, st, n0, flags = free_rollout_starts(data, cfg, np.random.default_rng([0, 5, 11]), 4, 3)

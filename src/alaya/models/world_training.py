@@ -76,6 +76,7 @@ class WorldTrainConfig:
     unroll: int = 0                      # unrolled rollout loss (``unroll_loss``): frames per chain (0 = off)
     unroll_batch: int = 8                # chains per step
     unroll_weight: float = 1.0           # its weight next to the flow loss
+    unroll_still_prob: float | None = None   # share of the chains standing still (None: still_prob)
     still_prob: float = 0.0              # share of samples (and of error-bank rollouts and unrolled chains) standing still:
                                          # no action, the same recorded frame as context and target
     text_noise: float = 0.5
@@ -171,9 +172,10 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
 
 
 def free_rollout_starts(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, size: int,
-                        horizon: int):
-    """Episodes, styles, first generated frames n0 and standing-still flags (``cfg.still_prob``) of
-    ``size`` free rollouts of up to ``horizon`` frames, each with a full recorded context before it."""
+                        horizon: int, still_prob: float | None = None):
+    """Episodes, styles, first generated frames n0 and standing-still flags (share ``still_prob``,
+    by default ``cfg.still_prob``) of ``size`` free rollouts of up to ``horizon`` frames, each with
+    a full recorded context before it."""
     episodes, styles, T = data.shape
     K = cfg.model.context
     H = min(horizon, T - K - 1)
@@ -181,7 +183,8 @@ def free_rollout_starts(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.ran
         raise ValueError(f"free rollouts need episodes longer than context + 1 = {K + 1} frames, got {T}")
     e, st = rng.integers(episodes, size=size), rng.integers(styles, size=size)
     n0 = rng.integers(K, T - H + 1, size=size)
-    still = torch.from_numpy(rng.random(size) < cfg.still_prob if cfg.still_prob > 0 else np.zeros(size, bool))
+    p = cfg.still_prob if still_prob is None else still_prob
+    still = torch.from_numpy(rng.random(size) < p if p > 0 else np.zeros(size, bool))
     return e, st, n0, still
 
 
@@ -218,7 +221,7 @@ def unroll_loss(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig, 
     in one step (a slight blur when nothing moves) adds up over the chain, so here it is trained
     away; the flow loss alone only ever sees one step from a given context."""
     rng = np.random.default_rng([seed, index, 11])
-    e, st, n0, still = free_rollout_starts(data, cfg, rng, cfg.unroll_batch, cfg.unroll)
+    e, st, n0, still = free_rollout_starts(data, cfg, rng, cfg.unroll_batch, cfg.unroll, cfg.unroll_still_prob)
     frames = min(cfg.unroll, data.shape[2] - cfg.model.context - 1)
     w = weights.view(1, -1, 1, 1) * velocity_loss_weight(torch.ones(()), cfg.model.sigma_data)
     errors = [((out - target) ** 2 * w).mean()
