@@ -99,3 +99,6 @@ def test_model_card_names_the_stored_dtype_and_the_training_hardware(tmp_path):
     cpu = write_model_card(tmp_path / "cpu", "t", "s", "u", "d").read_text()
     assert "as float16 safetensors" in gpu and "- Hardware: 1 NVIDIA H200, bf16 autocast" in gpu
     assert "as float32 safetensors" in cpu and "CPU, PyTorch fp32, no GPU" in cpu
+    assert "- Wall time: see the run folder" in cpu
+    randomised().save_pretrained(tmp_path / "chunks", trained={"steps": 7, "wall_minutes": 404.0})
+    assert "- Wall time: 404.0 min" in write_model_card(tmp_path / "chunks", "t", "s", "u", "d").read_text()

@@ -25,7 +25,8 @@ def write_model_card(folder: str | os.PathLike, title: str, summary: str, usage:
     meta = read_config(folder)
     trained = meta.get("trained", {})
     run_dir = Path(trained.get("run_dir", ""))
-    seconds = _training_time(run_dir) if trained.get("run_dir") else None
+    seconds = (60 * float(trained["wall_minutes"]) if "wall_minutes" in trained     # runs in several chunks
+               else _training_time(run_dir) if trained.get("run_dir") else None)
     weights = folder / "model.safetensors"
     from safetensors import safe_open
     with safe_open(str(weights), "pt") as f:
