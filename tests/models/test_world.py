@@ -248,7 +248,7 @@ def test_unrolled_loss_of_a_copy_last_world_is_its_recorded_change(episodes, enc
     still = WorldTrainConfig(data="unused", model=TINY, unroll=3, unroll_batch=4, unroll_still_prob=1.0)
     assert unroll_loss(copy_last, data, still, weights, 5, 0).item() == 0.0
     cfg = WorldTrainConfig(data="unused", model=TINY, unroll=3, unroll_batch=4)
-    e, st, n0, flags = free_rollout_starts(data, cfg, np.random.default_rng([0, 5, 11]), 4, 3)
+    e, st, n0, flags, _ = free_rollout_starts(data, cfg, np.random.default_rng([0, 5, 11]), 4, 3)
     assert not flags.any() and (n0 >= TINY.context).all() and (n0 + 3 <= data.shape[2]).all()
     start = data.latent(e, st, n0 - 1)
     expect = torch.stack([((start - data.latent(e, st, n0 + h)) ** 2 * w).mean() for h in range(3)]).mean()
@@ -266,7 +266,7 @@ def test_unrolled_loss_trains_through_the_chain(episodes, encoder):
 
     def chain(generate):
         rng = np.random.default_rng(3)
-        e, st, n0, still = free_rollout_starts(data, cfg, rng, 4, 3)
+        e, st, n0, still, _ = free_rollout_starts(data, cfg, rng, 4, 3)
         return list(play_along(generate, data, cfg, rng, e, st, n0, 3, still))
 
     frames = chain(model.generate)

@@ -174,8 +174,8 @@ def self_rollout(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig,
 def free_rollout_starts(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, size: int,
                         horizon: int, still_prob: float | None = None):
     """Episodes, styles, first generated frames n0 and standing-still flags (share ``still_prob``,
-    by default ``cfg.still_prob``) of ``size`` free rollouts of up to ``horizon`` frames, each with
-    a full recorded context before it."""
+    by default ``cfg.still_prob``) of ``size`` free rollouts of ``horizon`` frames (fewer if the
+    episodes are short: the number is returned last), each with a full recorded context before it."""
     episodes, styles, T = data.shape
     K = cfg.model.context
     H = min(horizon, T - K - 1)
@@ -185,7 +185,7 @@ def free_rollout_starts(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.ran
     n0 = rng.integers(K, T - H + 1, size=size)
     p = cfg.still_prob if still_prob is None else still_prob
     still = torch.from_numpy(rng.random(size) < p if p > 0 else np.zeros(size, bool))
-    return e, st, n0, still
+    return e, st, n0, still, H
 
 
 def play_along(generate, data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, n0,
@@ -221,8 +221,8 @@ def unroll_loss(model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig, 
     in one step (a slight blur when nothing moves) adds up over the chain, so here it is trained
     away; the flow loss alone only ever sees one step from a given context."""
     rng = np.random.default_rng([seed, index, 11])
-    e, st, n0, still = free_rollout_starts(data, cfg, rng, cfg.unroll_batch, cfg.unroll, cfg.unroll_still_prob)
-    frames = min(cfg.unroll, data.shape[2] - cfg.model.context - 1)
+    e, st, n0, still, frames = free_rollout_starts(data, cfg, rng, cfg.unroll_batch, cfg.unroll,
+                                                   cfg.unroll_still_prob)
     w = weights.view(1, -1, 1, 1) * velocity_loss_weight(torch.ones(()), cfg.model.sigma_data)
     errors = [((out - target) ** 2 * w).mean()
               for out, target in play_along(model.generate, data, cfg, rng, e, st, n0, frames, still)]
@@ -247,8 +247,7 @@ class ErrorBank:
     def refresh(self, model: WorldModel, data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator):
         was_training = model.training
         model.eval()
-        e, st, n0, still = free_rollout_starts(data, cfg, rng, cfg.error_rollouts, cfg.error_horizon)
-        H = min(cfg.error_horizon, data.shape[2] - cfg.model.context - 1)
+        e, st, n0, still, H = free_rollout_starts(data, cfg, rng, cfg.error_rollouts, cfg.error_horizon)
         self.errors = torch.stack([(out - target).half() for out, target in
                                    play_along(model.sample, data, cfg, rng, e, st, n0, H, still)], 1)
         model.train(was_training)
