@@ -33,3 +33,15 @@ def test_unrolled_loss_flags_reach_the_world_run(monkeypatch):
     assert (cfg.unroll, cfg.unroll_batch, cfg.unroll_weight, cfg.unroll_still_prob) == (8, 4, 0.5, 0.4)
     b = build_parser().parse_args(["train", "world", "--data", "d", "--run-dir", "r"])
     assert (b.unroll, b.unroll_still_prob) == (0, None)
+
+
+def test_teacher_flags_reach_the_teacher_run(monkeypatch):
+    import alaya.models.teacher_training as tt
+    from alaya.cli import _train
+    seen = {}
+    monkeypatch.setattr(tt, "train_teacher", lambda cfg: seen.setdefault("cfg", cfg) and None)
+    a = build_parser().parse_args(["train", "teacher", "--data", "d", "--run-dir", "r", "--one-step-t", "0.5",
+                                   "--t-mean", "0.5", "--pixel-weighting", "0.5", "--frames", "3"])
+    assert _train(a) == 0
+    cfg = seen["cfg"]
+    assert (cfg.t_one, cfg.t_mean, cfg.pixel_weighting, cfg.frames) == (0.5, 0.5, 0.5, 3)

@@ -66,7 +66,7 @@ def _train(a: argparse.Namespace) -> int:
         model = train_teacher(TeacherTrainConfig(data=a.data, autoencoder=a.autoencoder,
                                                  out=a.out or "weights/teacher", frames=a.frames,
                                                  preset=a.preset, text_noise=a.text_noise,
-                                                 init=a.init, t_mean=a.t_mean,
+                                                 init=a.init, t_mean=a.t_mean, t_one=a.one_step_t,
                                                  pixel_weighting=a.pixel_weighting, store_half=a.store_half,
                                                  train=train))
     elif a.what == "student":

@@ -22,6 +22,21 @@ def test_teacher_recipe(tiny_dataset, tmp_path):
     assert "flow_loss" in (tmp_path / "teacher" / "config.json").read_text()
 
 
+def test_training_times_put_a_share_at_exactly_one():
+    import numpy as np
+
+    from alaya.diffusion.flow import logit_normal_t
+    from alaya.models.teacher_training import training_times
+    plain = training_times(500, torch.Generator().manual_seed(3), np.random.default_rng(0))
+    assert torch.equal(plain, logit_normal_t(500, torch.Generator().manual_seed(3)))
+    assert (plain < 1).all()
+    assert torch.equal(training_times(7, torch.Generator(), np.random.default_rng(0), t_one=1.0), torch.ones(7))
+    t = training_times(4000, torch.Generator().manual_seed(3), np.random.default_rng(0), t_mean=0.5, t_one=0.3)
+    ones = t == 1
+    assert abs(float(ones.float().mean()) - 0.3) < 0.03
+    assert torch.equal(t[~ones], logit_normal_t(4000, torch.Generator().manual_seed(3), mean=0.5)[~ones])
+
+
 def test_prompt_augmentation_stays_near_the_style():
     import numpy as np
 

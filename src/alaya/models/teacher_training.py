@@ -40,6 +40,8 @@ class TeacherTrainConfig:
     t_mean: float = 0.0                       # logit-normal mean of training times; > 0 favours
                                               # high noise, where the G-buffer -> RGB mapping and
                                               # the style are learned
+    t_one: float = 0.0                        # share of samples trained at t = 1 exactly: the pure
+                                              # G-buffer -> RGB regression every sample starts from
     pixel_weighting: float = 0.0              # 0..1: share of the loss weighted per latent channel
                                               # by its pixel-space gain (see latent_channel_weights)
     preset: str = "small"
@@ -72,7 +74,7 @@ class LatentClips:
         return self
 
     def batch(self, size: int, frames: int, seed: int, index: int, dropout: float,
-              text_noise: float = 0.0, t_mean: float = 0.0):
+              text_noise: float = 0.0, t_mean: float = 0.0, t_one: float = 0.0):
         n, s, t = self.rgb.shape[:3]
         if frames > t:
             raise ValueError(f"window of {frames} frames but clips have {t}")
@@ -90,12 +92,23 @@ class LatentClips:
         text[torch.from_numpy(rng.random(size) < dropout)] = 0.0
         noise_seed = int(rng.integers(2**62))
         gen = torch.Generator().manual_seed(noise_seed)
-        times = logit_normal_t(size, gen, mean=t_mean)
+        times = training_times(size, gen, rng, t_mean, t_one)
         if device.type == "cpu":
             eps = torch.randn(x.shape, generator=gen)
         else:                                   # drawn where the batch lives
             eps = torch.randn(x.shape, generator=torch.Generator(device).manual_seed(noise_seed), device=device)
         return x, g, text.to(device), times.to(device), eps
+
+
+def training_times(n: int, gen: torch.Generator, rng: np.random.Generator, t_mean: float = 0.0,
+                   t_one: float = 0.0) -> torch.Tensor:
+    """(n,) flow times: logit-normal with mean ``t_mean``, a share ``t_one`` of them exactly 1.
+    At t = 1 the input is pure noise, so the data estimate there is the plain G-buffer + prompt
+    -> RGB regression that every sample starts from; logit-normal times reach it rarely."""
+    times = logit_normal_t(n, gen, mean=t_mean)
+    if t_one > 0:
+        times = torch.where(torch.from_numpy(rng.random(n) < t_one), torch.ones_like(times), times)
+    return times
 
 
 def augment_prompt(phrasings: torch.Tensor, rng: np.random.Generator, noise: float) -> torch.Tensor:
@@ -142,7 +155,7 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
 
     def loss_fn(m, index: int):
         x, g, text, t, eps = train.batch(tc.batch_size, cfg.frames, tc.seed, index, cfg.prompt_dropout,
-                                         cfg.text_noise, cfg.t_mean)
+                                         cfg.text_noise, cfg.t_mean, cfg.t_one)
         return objective(m, x, g, text, t, eps), {}
 
     def validate(m) -> dict[str, float]:
@@ -166,7 +179,7 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
         model.save_pretrained(cfg.out, dtype=torch.float16 if cfg.store_half else None, trained={"steps": tc.steps, "batch_size": tc.batch_size,
                                                 "frames": cfg.frames, "data": cfg.data,
                                                 "text_noise": cfg.text_noise, "preset": cfg.preset,
-                                                "t_mean": cfg.t_mean, "pixel_weighting": cfg.pixel_weighting,
+                                                "t_mean": cfg.t_mean, "t_one": cfg.t_one, "pixel_weighting": cfg.pixel_weighting,
                                                 "run_dir": tc.run_dir, "autoencoder": cfg.autoencoder,
                                                 "hardware": hardware_line(trainer.device, tc.bf16,
                                                                           trainer.dist.world_size)},
