@@ -45,3 +45,14 @@ def test_teacher_flags_reach_the_teacher_run(monkeypatch):
     assert _train(a) == 0
     cfg = seen["cfg"]
     assert (cfg.t_one, cfg.t_mean, cfg.pixel_weighting, cfg.frames) == (0.5, 0.5, 0.5, 3)
+
+
+def test_student_flags_reach_the_student_run(monkeypatch):
+    import alaya.models.student_training as st
+    from alaya.cli import _train
+    seen = {}
+    monkeypatch.setattr(st, "train_student", lambda cfg: seen.setdefault("cfg", cfg) and None)
+    a = build_parser().parse_args(["train", "student", "--data", "d", "--run-dir", "r", "--stage", "ar",
+                                   "--one-step-t", "0.25", "--data-weight", "2.0"])
+    assert _train(a) == 0
+    assert (seen["cfg"].t_one, seen["cfg"].data_weight, seen["cfg"].stage) == (0.25, 2.0, "ar")

@@ -74,7 +74,7 @@ def _train(a: argparse.Namespace) -> int:
         model = train_student(StudentTrainConfig(
             data=a.data, stage=a.stage, teacher=a.teacher, autoencoder=a.autoencoder, init=a.init,
             out=a.out or f"weights/student_{a.stage}", guidance=a.guidance, sample_steps=a.sample_steps,
-            rollout=a.rollout, text_noise=a.text_noise, data_weight=a.data_weight,
+            rollout=a.rollout, text_noise=a.text_noise, data_weight=a.data_weight, t_one=a.one_step_t,
             widths=tuple(int(w) for w in a.student_widths.split(",")) if a.student_widths else None, train=train))
     elif a.what == "world":
         from alaya.cli_world import train_world_from_args

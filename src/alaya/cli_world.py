@@ -147,8 +147,8 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
                     help="world: share of contexts carrying the model's own rollout errors (error recycling; 0 = off)")
     tr.add_argument("--still-prob", type=float, default=0.0, help="world: share of samples standing still")
     tr.add_argument("--one-step-t", type=float, default=0.0,
-                    help="world, teacher: share of samples trained at t = 1 (world: the 1-step sampler's only "
-                         "time; teacher: the pure G-buffer -> RGB regression every sample starts from)")
+                    help="world, teacher, student: share of samples trained at t = 1 (world: the 1-step sampler's "
+                         "only time; teacher, student ar/guidance: the regression every sample starts from)")
     tr.add_argument("--unroll", type=int, default=0,
                     help="world: frames of the unrolled rollout loss, trained through the whole chain (0 = off)")
     tr.add_argument("--unroll-batch", type=int, default=8, help="world: unrolled chains per step")

@@ -69,6 +69,8 @@ class StudentTrainConfig:
     start_fraction: float = 0.1
     text_noise: float = 1.0
     data_weight: float = 0.0             # > 0: plus this times flow matching on the data itself
+    t_one: float = 0.0                   # 'ar', 'guidance': share of samples at t = 1 exactly, the
+                                         # first sampling step (the G-buffer + context regression)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/student", batch_size=16,
                                                                    lr=3e-4))
 
@@ -213,6 +215,8 @@ def train_student(cfg: StudentTrainConfig) -> Student:
         ctx, valid = train.context(c, st, f, K, cfg.context_noise, rng, cfg.start_fraction)
         if cfg.stage in ("ar", "guidance"):
             t = torch.from_numpy(1 / (1 + np.exp(-rng.standard_normal(B)))).float()
+            if cfg.t_one > 0:
+                t = torch.where(torch.from_numpy(rng.random(B) < cfg.t_one), torch.ones_like(t), t)
             z = interpolate(x, eps, t)
             w = 1.0 if cfg.stage == "ar" else cfg.guidance
             target = teacher_velocity(teacher, train, c, st, f, z, t, gen, text, cfg.teacher_window, w)
