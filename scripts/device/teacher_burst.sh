@@ -24,6 +24,7 @@ CLIPS=${CLIPS:-240}
 WORKERS=${WORKERS:-14}
 DEVICE=${DEVICE:-cuda}
 INIT=${INIT-}                    # e.g. weights/teacher/model.safetensors with PRESET=small; empty: from scratch
+T_ONE=${T_ONE:-0.5}                # share of samples at t = 1, the regression every sample starts from
 DATA=${DATA:-/tmp/alaya_ds128}
 RUN=${RUN:-/tmp/alaya_teacher_run}
 if [ -n "${TINY:-}" ]; then CLIPS=6; PROBE=3; BATCH=2; FRAMES=4; MINUTES=${MINUTES:-0.3}; WORKERS=1; PRESET=tiny; fi
@@ -48,7 +49,8 @@ t_data=$(date +%s)
 train() {
     $PY -m alaya.cli train teacher --data "$DATA" --run-dir "$RUN" --out "$OUT/teacher" --preset "$PRESET" \
         ${INIT:+--init "$INIT"} --steps "$1" --batch-size "$BATCH" --frames "$FRAMES" --lr "$LR" --ema 0.999 \
-        --t-mean 0.5 --text-noise 0.5 --pixel-weighting 0.5 --val-every 500 --ckpt-every 1000 \
+        --t-mean 0.5 --one-step-t "$T_ONE" --text-noise 0.5 --pixel-weighting 0.5 --val-every 500 \
+        --ckpt-every 1000 \
         --device "$DEVICE" --store-half ${BF16---bf16}
 }
 train "$PROBE"                   # also builds the latent cache
