@@ -70,3 +70,16 @@ def test_edm_coefficients_and_x_prediction_loss():
     xs = torch.randn(4, 3)
     exact = x_prediction_loss(lambda z, t: xs, xs, torch.full((4,), 0.3), torch.randn(4, 3), 0.5)
     assert float(exact) == 0.0
+
+
+def test_share_at_one_draws_nothing_when_off():
+    import numpy as np
+
+    from alaya.diffusion.flow import with_share_at_one
+    t = torch.full((50,), 0.3)
+    rng = np.random.default_rng(0)
+    assert with_share_at_one(t, 0.0, rng) is t
+    assert rng.random() == np.random.default_rng(0).random()      # no draw was taken
+    half = with_share_at_one(t, 0.5, np.random.default_rng(1))
+    assert ((half == 1) | (half == t)).all()
+    assert 10 < int((half == 1).sum()) < 40

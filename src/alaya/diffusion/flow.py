@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 Model = Callable[..., torch.Tensor]
@@ -21,6 +22,14 @@ def logit_normal_t(n: int, generator: torch.Generator | None = None, mean: float
                    std: float = 1.0) -> torch.Tensor:
     """(n,) times in (0, 1) with logit(t) ~ N(mean, std) (SD3's training distribution)."""
     return torch.sigmoid(torch.randn(n, generator=generator) * std + mean)
+
+
+def with_share_at_one(t: torch.Tensor, share: float, rng: np.random.Generator) -> torch.Tensor:
+    """``t`` with about ``share`` of its entries set to exactly 1 (pure noise: the time a sampler
+    starts from). Draws from ``rng`` only when ``share > 0``, so other draws stay unchanged."""
+    if share <= 0:
+        return t
+    return torch.where(torch.from_numpy(rng.random(len(t)) < share), torch.ones_like(t), t)
 
 
 def interpolate(x: torch.Tensor, eps: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

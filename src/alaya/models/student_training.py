@@ -38,7 +38,7 @@ from alaya.codecs.gbuffer import gbuffer_input
 from alaya.codecs.latent_cache import build_latent_cache
 from alaya.codecs.tiny import TinyGBufferEncoder
 from alaya.data.dataset import ClipDataset
-from alaya.diffusion.flow import interpolate, velocity_loss_weight
+from alaya.diffusion.flow import interpolate, velocity_loss_weight, with_share_at_one
 from alaya.diffusion.meanflow import meanflow_loss, sample_times
 from alaya.models.student import (Student, StudentConfig, latent_flow, push_context, sample_student,
                                   warp_context)
@@ -214,9 +214,8 @@ def train_student(cfg: StudentTrainConfig) -> Student:
             return loss, {}
         ctx, valid = train.context(c, st, f, K, cfg.context_noise, rng, cfg.start_fraction)
         if cfg.stage in ("ar", "guidance"):
-            t = torch.from_numpy(1 / (1 + np.exp(-rng.standard_normal(B)))).float()
-            if cfg.t_one > 0:
-                t = torch.where(torch.from_numpy(rng.random(B) < cfg.t_one), torch.ones_like(t), t)
+            t = with_share_at_one(torch.from_numpy(1 / (1 + np.exp(-rng.standard_normal(B)))).float(),
+                                  cfg.t_one, rng)
             z = interpolate(x, eps, t)
             w = 1.0 if cfg.stage == "ar" else cfg.guidance
             target = teacher_velocity(teacher, train, c, st, f, z, t, gen, text, cfg.teacher_window, w)

@@ -23,7 +23,7 @@ import torch
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.latent_cache import build_latent_cache, load_latents
 from alaya.data.dataset import ClipDataset
-from alaya.diffusion.flow import flow_matching_loss, logit_normal_t, x_prediction_loss
+from alaya.diffusion.flow import flow_matching_loss, logit_normal_t, with_share_at_one, x_prediction_loss
 from alaya.models.teacher import Teacher, TeacherConfig, teacher_config
 from alaya.text import PromptEncoder
 from alaya.train.loop import TrainConfig, Trainer, hardware_line, resolve_device
@@ -105,10 +105,7 @@ def training_times(n: int, gen: torch.Generator, rng: np.random.Generator, t_mea
     """(n,) flow times: logit-normal with mean ``t_mean``, a share ``t_one`` of them exactly 1.
     At t = 1 the input is pure noise, so the data estimate there is the plain G-buffer + prompt
     -> RGB regression that every sample starts from; logit-normal times reach it rarely."""
-    times = logit_normal_t(n, gen, mean=t_mean)
-    if t_one > 0:
-        times = torch.where(torch.from_numpy(rng.random(n) < t_one), torch.ones_like(times), times)
-    return times
+    return with_share_at_one(logit_normal_t(n, gen, mean=t_mean), t_one, rng)
 
 
 def augment_prompt(phrasings: torch.Tensor, rng: np.random.Generator, noise: float) -> torch.Tensor:

@@ -40,7 +40,7 @@ import torch
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.data.episodes import EpisodeDataset
-from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight
+from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
 from alaya.models.student import push_context
 from alaya.models.teacher_training import augment_prompt, latent_channel_weights
 from alaya.models.world import WorldModel, WorldModelConfig
@@ -270,9 +270,7 @@ def training_times(B: int, cfg: WorldTrainConfig, rng: np.random.Generator) -> t
     t = logit_normal_t(B, torch.Generator().manual_seed(int(rng.integers(2**31))))
     uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
     t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
-    if cfg.one_step_t > 0:
-        t = torch.where(torch.from_numpy(rng.random(B) < cfg.one_step_t), torch.ones_like(t), t)
-    return t
+    return with_share_at_one(t, cfg.one_step_t, rng)
 
 
 def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torch.Tensor, index: int,
