@@ -11,7 +11,7 @@ def test_world_train_flags_parse_and_keep_their_defaults():
                       "--error-prob", "0.4"])
     assert (a.still_prob, a.ground_warp, a.view_warp, a.error_prob) == (0.2, True, False, 0.4)
     b = p.parse_args(["train", "teacher", "--data", "d", "--run-dir", "r"])
-    assert (b.still_prob, b.ground_warp, b.rollout_prob, b.context_noise) == (0.0, False, 0.0, 0.5)
+    assert (b.still_prob, b.ground_warp, b.rollout_prob, b.context_noise) == (0.0, False, 0.0, None)  # per recipe: world 0.5, student 0.1
 
 
 def test_eval_world_takes_the_standing_still_length():

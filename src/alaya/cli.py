@@ -75,6 +75,8 @@ def _train(a: argparse.Namespace) -> int:
             data=a.data, stage=a.stage, teacher=a.teacher, autoencoder=a.autoencoder, init=a.init,
             out=a.out or f"weights/student_{a.stage}", guidance=a.guidance, sample_steps=a.sample_steps,
             rollout=a.rollout, text_noise=a.text_noise, data_weight=a.data_weight, t_one=a.one_step_t,
+            teacher_weight=a.teacher_weight, teacher_window=a.teacher_window,
+            context_noise=0.1 if a.context_noise is None else a.context_noise, self_context=a.self_context,
             widths=tuple(int(w) for w in a.student_widths.split(",")) if a.student_widths else None, train=train))
     elif a.what == "world":
         from alaya.cli_world import train_world_from_args
@@ -299,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--student-widths", help="student 'ar': widths of a new student, e.g. 48,64")
     tr.add_argument("--data-weight", type=float, default=0.0,
                     help="student: also fit the data itself, with this weight (beyond the teacher)")
+    tr.add_argument("--teacher-weight", type=float, default=1.0,
+                    help="student 'ar', 'guidance': weight of the teacher's target (0: data only, no teacher call)")
+    tr.add_argument("--self-context", type=float, default=0.0,
+                    help="student 'ar', 'guidance': share of steps whose context the student rolls out itself "
+                         "(--rollout frames)")
+    tr.add_argument("--teacher-window", type=int, default=4, help="student: frames the teacher sees")
     tr.add_argument("--ema", type=float, default=0.0)
     tr.add_argument("--bf16", action="store_true")
     tr.add_argument("--device", default="auto",

@@ -35,7 +35,7 @@ def train_world_from_args(a: argparse.Namespace, train):
     return train_world(WorldTrainConfig(
         data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
         model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
-        context_noise=a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob,
+        context_noise=0.5 if a.context_noise is None else a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob,
         still_prob=a.still_prob, one_step_t=a.one_step_t, play_context_noise=a.play_noise,
         unroll=a.unroll, unroll_batch=a.unroll_batch, unroll_weight=a.unroll_weight,
         unroll_still_prob=a.unroll_still_prob, train=train))
@@ -140,7 +140,8 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     """The ``alaya train`` flags only ``train world`` reads (``train_world_from_args``)."""
     tr.add_argument("--rollout-prob", type=float, default=0.0,
                     help="world: share of batches trained on self-generated context (0 = off)")
-    tr.add_argument("--context-noise", type=float, default=0.5, help="world: context noise augmentation level")
+    tr.add_argument("--context-noise", type=float, default=None,
+                    help="world (default 0.5), student (default 0.1): context noise augmentation level")
     tr.add_argument("--shared-noise", type=float, default=0.5,
                     help="world: share of noised contexts whose noise is the same in every frame")
     tr.add_argument("--error-prob", type=float, default=0.3,

@@ -52,3 +52,35 @@ def test_stage_errors(tiny_dataset, tiny_models, tmp_path):
         train_student(StudentTrainConfig(data=str(tiny_dataset), stage="bogus"))
     with pytest.raises(ValueError, match="--init"):
         train_student(StudentTrainConfig(data=str(tiny_dataset), stage="meanflow"))
+
+
+def test_data_only_ar_never_calls_the_teacher(tiny_dataset, tiny_models, tmp_path, monkeypatch):
+    """teacher_weight 0: the 'ar' stage fits the data alone and the teacher is never run; it
+    needs data_weight > 0."""
+    import alaya.models.student_training as st
+
+    def no_teacher(*args, **kwargs):
+        raise AssertionError("teacher called with teacher_weight 0")
+
+    monkeypatch.setattr(st, "teacher_velocity", no_teacher)
+    common = dict(data=str(tiny_dataset), stage="ar", teacher=str(tiny_models / "teacher"),
+                  autoencoder=str(tiny_models / "ae"), tiny_encoder=str(tiny_models / "enc"),
+                  out=str(tmp_path / "ar"), teacher_window=2, teacher_weight=0.0,
+                  student=StudentConfig(latent_channels=4, gbuffer_channels=20, text_dim=384, widths=(8, 16),
+                                        emb_dim=8, context=1),
+                  train=TrainConfig(run_dir=str(tmp_path / "run"), steps=3, batch_size=2, log_every=1,
+                                    ckpt_every=3, progress=False, warmup=1, lr=1e-3))
+    with pytest.raises(ValueError, match="data_weight"):
+        train_student(StudentTrainConfig(**common))
+    train_student(StudentTrainConfig(**common, data_weight=1.0))
+    assert Student.from_pretrained(tmp_path / "ar").config.steps == 4
+    # the same on contexts the student rolls out itself
+    calls = []
+    real_sample = st.sample_student
+    monkeypatch.setattr(st, "sample_student", lambda *a, **k: calls.append(1) or real_sample(*a, **k))
+    train_student(StudentTrainConfig(**{**common, "train": TrainConfig(
+        run_dir=str(tmp_path / "run_self"), steps=2, batch_size=2, log_every=1, ckpt_every=2, progress=False,
+        warmup=1, lr=1e-3)}, data_weight=1.0, self_context=1.0, rollout=1))
+    assert len(calls) == 2                       # one rolled-out frame per step
+    with pytest.raises(ValueError, match=">= 0"):
+        train_student(StudentTrainConfig(**{**common, "teacher_weight": -1.0}, data_weight=1.0))

@@ -64,11 +64,16 @@ class StudentTrainConfig:
     guidance: float = 2.0
     teacher_window: int = 4              # frames the teacher sees, ending at the trained frame
     sample_steps: int = 8                # 'steps': the previous student's steps (result: half)
-    rollout: int = 2                     # 'meanflow': self-generated frames before the trained one
+    rollout: int = 2                     # 'meanflow' (and self_context): self-generated frames before
+                                         # the trained one
+    self_context: float = 0.0            # 'ar', 'guidance': share of steps whose context is the
+                                         # student's own rollout instead of noised ground truth
     context_noise: float = 0.1
     start_fraction: float = 0.1
     text_noise: float = 1.0
     data_weight: float = 0.0             # > 0: plus this times flow matching on the data itself
+    teacher_weight: float = 1.0          # 'ar', 'guidance': weight of the teacher's target; 0 skips
+                                         # the teacher call (data-only pretraining, ~5x cheaper a step)
     t_one: float = 0.0                   # 'ar', 'guidance': share of samples at t = 1 exactly, the
                                          # first sampling step (the G-buffer + context regression)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/student", batch_size=16,
@@ -142,6 +147,25 @@ def teacher_velocity(teacher: Teacher, clips: StudentClips, c, st, f, z_last, t,
         return v_u + guidance * (v_c - v_u)
 
 
+def self_rollout_context(student: Student, clips: StudentClips, c, st, f, text, cfg: StudentTrainConfig,
+                         rng: np.random.Generator, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Context for frames f made the way it is at play: ground truth up to frame
+    ``f - rollout``, then ``rollout`` frames the student generates itself (no gradient), each
+    pushed and warped on; exposure bias becomes something the student is trained on."""
+    K = student.config.context
+    ctx, valid = clips.context(c, st, f - cfg.rollout, K, cfg.context_noise, rng, cfg.start_fraction)
+    ts = torch.linspace(1, 0, student.config.steps + 1)
+    shape = (len(c), *clips.rgb.shape[3:])
+    for j in range(cfg.rollout, 0, -1):
+        fj = f - j
+        if j < cfg.rollout:
+            ctx, valid = warp_context(ctx, valid, clips.flow[c, fj].float())
+        zj = sample_student(student, torch.randn(shape, generator=gen), ts, clips.gbuffer[c, fj].float(), text,
+                            ctx, valid)
+        ctx, valid = push_context(ctx, valid, zj)
+    return warp_context(ctx, valid, clips.flow[c, f].float())
+
+
 def _grid_times(size: int, steps: int, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """(r, t) pairs on a uniform grid of ``steps`` steps from 1 to 0."""
     k = rng.integers(steps, size=size)
@@ -165,6 +189,10 @@ def build_student(cfg: StudentTrainConfig, teacher: Teacher) -> Student:
 def train_student(cfg: StudentTrainConfig) -> Student:
     if cfg.stage not in STAGES:
         raise ValueError(f"unknown stage '{cfg.stage}'; stages in order: {', '.join(STAGES)}")
+    if cfg.teacher_weight < 0 or cfg.data_weight < 0:
+        raise ValueError(f"teacher_weight and data_weight must be >= 0, got {cfg.teacher_weight}, {cfg.data_weight}")
+    if cfg.stage in ("ar", "guidance") and cfg.teacher_weight == 0 and cfg.data_weight == 0:
+        raise ValueError(f"stage '{cfg.stage}' with teacher_weight 0 needs data_weight > 0: nothing to fit")
     if cfg.stage != "ar" and not cfg.init:
         raise ValueError(f"stage '{cfg.stage}' continues a previous stage: give --init")
     tc = cfg.train
@@ -184,7 +212,8 @@ def train_student(cfg: StudentTrainConfig) -> Student:
     if cfg.stage == "meanflow":
         student.config.average_velocity = True
     K = student.config.context
-    W = max(cfg.teacher_window, K + 1 + (cfg.rollout if cfg.stage == "meanflow" else 0))
+    rolls = cfg.stage == "meanflow" or (cfg.stage in ("ar", "guidance") and cfg.self_context > 0)
+    W = max(cfg.teacher_window, K + 1 + (cfg.rollout if rolls else 0))
 
     def loss_fn(m, index: int):
         rng, c, st, f, text = train.sample(tc.batch_size, tc.seed, index, W, cfg.text_noise)
@@ -194,15 +223,8 @@ def train_student(cfg: StudentTrainConfig) -> Student:
         g = (train.tiny_gbuffer if cfg.stage == "tiny" else train.gbuffer)[c, f].float()
         eps = torch.randn(x.shape, generator=gen)
         if cfg.stage == "meanflow":
-            ctx, valid = train.context(c, st, f - cfg.rollout, K, cfg.context_noise, rng, cfg.start_fraction)
             net = m.module if hasattr(m, "module") else m
-            for j in range(cfg.rollout, 0, -1):            # self-rollout, no gradient
-                fj = f - j
-                ctx, valid = warp_context(ctx, valid, train.flow[c, fj].float()) if j < cfg.rollout else (ctx, valid)
-                zj = sample_student(net, torch.randn(x.shape, generator=gen), torch.linspace(1, 0, net.config.steps + 1),
-                                    train.gbuffer[c, fj].float(), text, ctx, valid)
-                ctx, valid = push_context(ctx, valid, zj)
-            ctx, valid = warp_context(ctx, valid, train.flow[c, f].float())
+            ctx, valid = self_rollout_context(net, train, c, st, f, text, cfg, rng, gen)
             r, t = sample_times(B, rng)
             grid = torch.from_numpy(rng.random(B) < 0.5)
             gr, gt = _grid_times(B, net.config.steps, rng)
@@ -212,13 +234,18 @@ def train_student(cfg: StudentTrainConfig) -> Student:
             weight = velocity_loss_weight(t, net.config.sigma_data)
             loss = meanflow_loss(lambda zz, rr, tt: net(zz, rr, tt, g, text, ctx, valid), z, r, t, v, weight=weight)
             return loss, {}
-        ctx, valid = train.context(c, st, f, K, cfg.context_noise, rng, cfg.start_fraction)
+        if cfg.stage in ("ar", "guidance") and rng.random() < cfg.self_context:
+            ctx, valid = self_rollout_context(m.module if hasattr(m, "module") else m, train, c, st, f, text, cfg,
+                                              rng, gen)
+        else:
+            ctx, valid = train.context(c, st, f, K, cfg.context_noise, rng, cfg.start_fraction)
         if cfg.stage in ("ar", "guidance"):
             t = with_share_at_one(torch.from_numpy(1 / (1 + np.exp(-rng.standard_normal(B)))).float(),
                                   cfg.t_one, rng)
             z = interpolate(x, eps, t)
             w = 1.0 if cfg.stage == "ar" else cfg.guidance
-            target = teacher_velocity(teacher, train, c, st, f, z, t, gen, text, cfg.teacher_window, w)
+            target = (teacher_velocity(teacher, train, c, st, f, z, t, gen, text, cfg.teacher_window, w)
+                      if cfg.teacher_weight > 0 else None)
             u = m(z, t, t, g, text, ctx, valid)
         elif cfg.stage == "steps":
             n_new = cfg.sample_steps // 2
@@ -240,7 +267,9 @@ def train_student(cfg: StudentTrainConfig) -> Student:
                 target = frozen(z, r, t, g_full, text, ctx, valid)
             u = m(z, r, t, g, text, ctx, valid)
         weight = velocity_loss_weight(t, student.config.sigma_data).view(-1, 1, 1, 1)
-        loss = (weight * (u - target) ** 2).mean()
+        loss = (weight * (u - target) ** 2).mean() if target is not None else u.new_zeros(())
+        if cfg.stage in ("ar", "guidance"):
+            loss = cfg.teacher_weight * loss
         logs = {}
         if cfg.data_weight > 0 and cfg.stage != "tiny":
             data = (weight * (u - (eps - x)) ** 2).mean()   # straight per-sample path: u = eps - x
