@@ -84,3 +84,17 @@ def test_data_only_ar_never_calls_the_teacher(tiny_dataset, tiny_models, tmp_pat
     assert len(calls) == 2                       # one rolled-out frame per step
     with pytest.raises(ValueError, match=">= 0"):
         train_student(StudentTrainConfig(**{**common, "teacher_weight": -1.0}, data_weight=1.0))
+
+
+def test_new_student_takes_the_teachers_shape(tiny_models):
+    """--student-widths/--student-blocks set to the teacher's: every teacher tensor is copied."""
+    from alaya.models.student_training import build_student
+    teacher = Teacher.from_pretrained(tiny_models / "teacher")
+    tc = teacher.config
+    cfg = StudentTrainConfig(data="unused", widths=tuple(tc.widths), blocks=tc.blocks)
+    student = build_student(cfg, teacher)
+    assert student.config.blocks == tc.blocks and tuple(student.config.widths) == tuple(tc.widths)
+    own, theirs = student.state_dict(), teacher.state_dict()
+    shared = [k for k in own if k in theirs and own[k].shape == theirs[k].shape]
+    assert len(shared) > 0.8 * len(own)              # all but the interval MLP and the context stem
+    assert all(torch.equal(own[k], theirs[k]) for k in shared)

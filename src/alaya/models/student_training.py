@@ -61,6 +61,8 @@ class StudentTrainConfig:
     out: str = "weights/student"
     student: StudentConfig | None = None
     widths: tuple[int, int] | None = None  # new student's widths (default StudentConfig's)
+    blocks: int | None = None            # new student's blocks per level (the teacher's: every
+                                         # teacher tensor is copied, the student starts as good as it)
     guidance: float = 2.0
     teacher_window: int = 4              # frames the teacher sees, ending at the trained frame
     sample_steps: int = 8                # 'steps': the previous student's steps (result: half)
@@ -180,7 +182,8 @@ def build_student(cfg: StudentTrainConfig, teacher: Teacher) -> Student:
     scfg = cfg.student or StudentConfig(latent_channels=tc.latent_channels, gbuffer_channels=tc.gbuffer_channels,
                                         text_dim=tc.text_dim, emb_dim=tc.emb_dim,
                                         sigma_data=tc.sigma_data,
-                                        **({"widths": tuple(cfg.widths)} if cfg.widths else {}))
+                                        **({"widths": tuple(cfg.widths)} if cfg.widths else {}),
+                                        **({"blocks": cfg.blocks} if cfg.blocks else {}))
     student = Student(scfg)
     student.init_from_teacher(teacher)
     return student
