@@ -32,6 +32,29 @@ def test_output_does_not_depend_on_chunking(frames):
     assert np.array_equal(whole, parts)
 
 
+@pytest.mark.parametrize("noise", ["frame", "fixed"])
+def test_noise_modes_are_chunking_invariant_and_differ(frames, noise):
+    whole = session(noise=noise).run(frames[:5])
+    s = session(noise=noise)
+    assert np.array_equal(whole, np.concatenate([s.run(frames[:2]), s.run(frames[2:5])]))
+    starts = []                                    # the noise each frame starts from (t = 1)
+    r = session(noise=noise)
+    step = r.backend.step
+    r.backend.step = lambda z, rr, t, *a: (starts.append(z.clone()) if float(t) == 1.0 else None) or step(z, rr, t, *a)
+    r.run(frames[:3])
+    assert len(starts) == 3
+    assert torch.equal(starts[0], starts[2]) == (noise == "fixed")
+    with pytest.raises(ValueError, match="noise"):
+        session(noise="bogus")
+
+
+def test_fixed_noise_follows_the_student_config(frames):
+    student, enc, dec = tiny_flash_modules()
+    student.config.noise = "fixed"
+    assert RenderSession(student, enc, dec).noise == "fixed"
+    assert RenderSession(student, enc, dec, noise="frame").noise == "frame"
+
+
 def test_context_and_reset(frames):
     s = session()
     first = s.step(frames[0])

@@ -41,6 +41,8 @@ class StudentConfig:
     context: int = 2                  # past output latents it sees (newest first)
     average_velocity: bool = False    # True after MeanFlow training: called with r < t
     steps: int = 4                    # sampling steps it was distilled for
+    noise: str = "frame"              # sampling noise per stream: "frame" (fresh for every frame) or
+                                      # "fixed" (the same for every frame: less flicker)
     sigma_data: float = 0.75          # > 0: EDM-preconditioned data prediction, as the teacher
 
 

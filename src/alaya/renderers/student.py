@@ -36,7 +36,7 @@ class StudentRenderer:
     def __init__(self, student: Student, codecs: str = "tiny", autoencoder: Autoencoder | None = None,
                  gbuffer_encoder: TinyGBufferEncoder | None = None, decoder: TinyDecoder | None = None,
                  encoder: PromptEncoder | None = None, steps: int | None = None, guidance: float = 1.0,
-                 backend: str = "onnx"):
+                 backend: str = "onnx", noise: str | None = None):
         if codecs not in CODECS:
             raise ValueError(f"codecs must be one of {CODECS}, got {codecs!r}")
         if codecs == "full" and autoencoder is None:
@@ -52,7 +52,7 @@ class StudentRenderer:
         if codecs == "full":                   # the same streaming loop, with the full codecs
             backend = FullCodecBackend(student, autoencoder, guidance)
         self.session = RenderSession(student, gbuffer_encoder, decoder, encoder=self.encoder, steps=self.steps,
-                                     backend=backend)
+                                     noise=noise, backend=backend)
 
     @classmethod
     def from_pretrained(cls, folder: str | os.PathLike = "weights/student", codecs: str = "tiny",

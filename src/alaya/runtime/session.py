@@ -10,9 +10,12 @@ one-frame memory) turns them into RGB. The networks run in torch or onnxruntime
 (``alaya.runtime.backends``). Everything held across frames has a fixed size, so memory stays flat over an
 unbounded stream.
 
-Noise for frame n is drawn from a generator seeded by (seed, n), so the output does not depend
-on how a caller chunks the stream. ``set_prompt`` swaps the prompt embedding between two
-frames: the next frame is generated with it, nothing is restarted or dropped.
+Noise (``noise``, default the student's ``config.noise``) for frame n is drawn from a generator
+seeded by (seed, n) (``"frame"``), or every frame starts from the same noise, seeded by seed alone
+(``"fixed"``: still a Gaussian sample for each frame, but successive frames no longer differ by
+fresh noise, which is what flickers); either way the output does not depend on how a caller
+chunks the stream. ``set_prompt`` swaps the prompt embedding between two frames: the next frame
+is generated with it, nothing is restarted or dropped.
 """
 
 from __future__ import annotations
@@ -29,19 +32,24 @@ from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
+NOISE_MODES = ("frame", "fixed")
 
 
 class RenderSession:
     def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder | None,
                  prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None, seed: int = 0,
                  channels_last: bool = False, backend="torch", onnx_folder: str | None = None,
-                 bf16: bool = False):
+                 bf16: bool = False, noise: str | None = None):
         """``backend``: ``"torch"`` or ``"onnx"`` (onnxruntime; the graphs are exported on the first
         frame of each size, into ``onnx_folder`` or a temporary folder), or a backend object
         (``alaya.runtime.backends``), e.g. one shared with other sessions (``SessionFactory``);
         the codec modules may then be None. ``channels_last`` and ``bf16`` (CPU autocast) apply
         to the torch backend."""
         steps = student.config.steps if steps is None else steps
+        noise = student.config.noise if noise is None else noise
+        if noise not in NOISE_MODES:
+            raise ValueError(f"noise must be one of {NOISE_MODES}, got {noise!r}")
+        self.noise = noise
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
         if isinstance(backend, str) and backend not in BACKENDS:
@@ -114,7 +122,7 @@ class RenderSession:
             motion = torch.from_numpy(np.asarray(frame["motion"], dtype=np.float32))[None]
             self.context, self.valid = warp_context(self.context, self.valid, latent_flow(motion, 8))
         _, features = backend.frame(x, self.context, self.valid)
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.frame_index)
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + (self.frame_index if self.noise == "frame" else 0))
         z = torch.randn(1, C, h, w, generator=gen)
         average = self.student.config.average_velocity
         for t, r in zip(self.times[:-1], self.times[1:]):
