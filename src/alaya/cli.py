@@ -78,7 +78,7 @@ def _train(a: argparse.Namespace) -> int:
             teacher_weight=a.teacher_weight, teacher_window=a.teacher_window,
             context_noise=0.1 if a.context_noise is None else a.context_noise, self_context=a.self_context,
             widths=tuple(int(w) for w in a.student_widths.split(",")) if a.student_widths else None,
-            blocks=a.student_blocks, train=train))
+            blocks=a.student_blocks, noise=a.noise, train=train))
     elif a.what == "world":
         from alaya.cli_world import train_world_from_args
         model = train_world_from_args(a, train)
@@ -300,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="student 'meanflow', world: self-generated context frames")
     add_world_train_args(tr)
     tr.add_argument("--student-widths", help="student 'ar': widths of a new student, e.g. 48,64")
+    tr.add_argument("--noise", choices=["frame", "fixed"],
+                    help="student: sampling noise the result streams with (fixed: the same every frame, less flicker)")
     tr.add_argument("--student-blocks", type=int, help="student 'ar': blocks per level of a new student")
     tr.add_argument("--data-weight", type=float, default=0.0,
                     help="student: also fit the data itself, with this weight (beyond the teacher)")

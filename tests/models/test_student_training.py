@@ -32,6 +32,7 @@ def test_stages_in_order(tiny_dataset, tiny_models, tmp_path):
             data=str(tiny_dataset), stage=stage, teacher=str(tiny_models / "teacher"),
             autoencoder=str(tiny_models / "ae"), tiny_encoder=str(tiny_models / "enc"), init=init,
             out=str(tmp_path / stage), teacher_window=2, sample_steps=8, rollout=1,
+            noise="fixed" if stage == "tiny" else None,
             student=StudentConfig(latent_channels=4, gbuffer_channels=20, text_dim=384, widths=(8, 16),
                                   emb_dim=8, context=1),
             train=TrainConfig(run_dir=str(tmp_path / f"run_{stage}"), steps=2, batch_size=2, log_every=1,
@@ -45,6 +46,7 @@ def test_stages_in_order(tiny_dataset, tiny_models, tmp_path):
         init = str(tmp_path / stage)
     final = Student.from_pretrained(init)
     assert final.config.steps == 4 and final.config.average_velocity
+    assert final.config.noise == "fixed" and Student.from_pretrained(tmp_path / "steps").config.noise == "frame"
 
 
 def test_stage_errors(tiny_dataset, tiny_models, tmp_path):

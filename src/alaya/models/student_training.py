@@ -61,6 +61,8 @@ class StudentTrainConfig:
     out: str = "weights/student"
     student: StudentConfig | None = None
     widths: tuple[int, int] | None = None  # new student's widths (default StudentConfig's)
+    noise: str | None = None             # sampling noise written into the result's config ("frame",
+                                         # "fixed"; alaya.runtime.session); None: keep the init's
     blocks: int | None = None            # new student's blocks per level (the teacher's: every
                                          # teacher tensor is copied, the student starts as good as it)
     guidance: float = 2.0
@@ -192,6 +194,8 @@ def build_student(cfg: StudentTrainConfig, teacher: Teacher) -> Student:
 def train_student(cfg: StudentTrainConfig) -> Student:
     if cfg.stage not in STAGES:
         raise ValueError(f"unknown stage '{cfg.stage}'; stages in order: {', '.join(STAGES)}")
+    if cfg.noise not in (None, "frame", "fixed"):
+        raise ValueError(f"noise must be 'frame' or 'fixed', got {cfg.noise!r}")
     if cfg.teacher_weight < 0 or cfg.data_weight < 0:
         raise ValueError(f"teacher_weight and data_weight must be >= 0, got {cfg.teacher_weight}, {cfg.data_weight}")
     if cfg.stage in ("ar", "guidance") and cfg.teacher_weight == 0 and cfg.data_weight == 0:
@@ -283,6 +287,8 @@ def train_student(cfg: StudentTrainConfig) -> Student:
     trainer = Trainer(student, tc, loss_fn,
                       describe={"student": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})
     student = trainer.run().eval()
+    if cfg.noise is not None:
+        student.config.noise = cfg.noise
     if trainer.dist.is_main:
         student.save_pretrained(cfg.out, trained={"stage": cfg.stage, "steps": tc.steps, "batch_size": tc.batch_size,
                                                   "data": cfg.data, "run_dir": tc.run_dir, "teacher": cfg.teacher,
