@@ -62,7 +62,8 @@ STEPS=$($PY - "$RUN/metrics.jsonl" "$PROBE" "$MINUTES" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 probe, minutes = int(sys.argv[2]), float(sys.argv[3])
-rate = probe / max(1e-6, rows[-1]["elapsed_s"])          # steps per second, warm-up included
+rate = probe / max(0.05, rows[-1]["elapsed_s"])          # steps per second, warm-up included (a floor:
+                                                        # a fast probe must not size an endless run)
 print(probe + max(1, int(0.92 * rate * minutes * 60)))
 PY
 )

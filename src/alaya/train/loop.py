@@ -202,7 +202,7 @@ class Trainer:
             bar.update()
             if self.step % cfg.log_every == 0 or self.step == cfg.steps:
                 row = {"step": self.step, "loss": float(loss.detach()), "grad_norm": float(grad_norm),
-                       "lr": cfg.lr_at(self.step - 1), "elapsed_s": round(time.time() - t0, 1),
+                       "lr": cfg.lr_at(self.step - 1), "elapsed_s": round(time.time() - t0, 3),
                        **{k: float(v) for k, v in metrics.items()}}
                 if (self.validate is not None and info.is_main
                         and (self.step % cfg.val_every == 0 or self.step == cfg.steps)):
