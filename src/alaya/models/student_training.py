@@ -21,8 +21,14 @@ student is not bounded by an imperfect teacher. Errors are weighted per sample b
 ``velocity_loss_weight`` (the data-predicting network's own error scale).
 
 Contexts in stages 1–3 come from the ground-truth latents of the previous frames (warped by
-the engine's motion, with a little noise); the first frame of a stream (no context) is trained
-``start_fraction`` of the time.
+the engine's motion, noised up to ``context_noise``); the first frame of a stream (no context) is
+trained ``start_fraction`` of the time. With ``self_context > 0``, that share of the ``ar`` and
+``guidance`` steps takes its context from frames the student generated itself, as stage 4 does.
+``teacher_weight = 0`` turns ``ar`` into data-only pretraining (no teacher call).
+
+The shipped recipe gives the student the teacher's widths and blocks (``widths``, ``blocks``):
+``init_from_teacher`` then copies every teacher tensor and the stages start from the teacher's
+quality (docs/flash.md).
 """
 
 from __future__ import annotations
@@ -77,7 +83,7 @@ class StudentTrainConfig:
     text_noise: float = 1.0
     data_weight: float = 0.0             # > 0: plus this times flow matching on the data itself
     teacher_weight: float = 1.0          # 'ar', 'guidance': weight of the teacher's target; 0 skips
-                                         # the teacher call (data-only pretraining, ~5x cheaper a step)
+                                         # the teacher call (data-only pretraining, ~6x cheaper a step)
     t_one: float = 0.0                   # 'ar', 'guidance': share of samples at t = 1 exactly, the
                                          # first sampling step (the G-buffer + context regression)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/student", batch_size=16,
