@@ -41,10 +41,10 @@ def test_teacher_flags_reach_the_teacher_run(monkeypatch):
     seen = {}
     monkeypatch.setattr(tt, "train_teacher", lambda cfg: seen.setdefault("cfg", cfg) and None)
     a = build_parser().parse_args(["train", "teacher", "--data", "d", "--run-dir", "r", "--one-step-t", "0.5",
-                                   "--t-mean", "0.5", "--pixel-weighting", "0.5", "--frames", "3"])
+                                   "--t-mean", "0.5", "--pixel-weighting", "0.5", "--frames", "3", "--keep-output"])
     assert _train(a) == 0
     cfg = seen["cfg"]
-    assert (cfg.t_one, cfg.t_mean, cfg.pixel_weighting, cfg.frames) == (0.5, 0.5, 0.5, 3)
+    assert (cfg.t_one, cfg.t_mean, cfg.pixel_weighting, cfg.frames, cfg.init_keep_output) == (0.5, 0.5, 0.5, 3, True)
 
 
 def test_student_flags_reach_the_student_run(monkeypatch):

@@ -66,7 +66,7 @@ def _train(a: argparse.Namespace) -> int:
         model = train_teacher(TeacherTrainConfig(data=a.data, autoencoder=a.autoencoder,
                                                  out=a.out or "weights/teacher", frames=a.frames,
                                                  preset=a.preset, text_noise=a.text_noise,
-                                                 init=a.init, t_mean=a.t_mean, t_one=a.one_step_t,
+                                                 init=a.init, init_keep_output=a.keep_output, t_mean=a.t_mean, t_one=a.one_step_t,
                                                  pixel_weighting=a.pixel_weighting, store_half=a.store_half,
                                                  train=train))
     elif a.what == "student":
@@ -292,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="teacher: 0..1, weight latent channels by their pixel-space gain")
     tr.add_argument("--stage", default="ar", help="student: ar, guidance, steps, meanflow or tiny")
     tr.add_argument("--init", help="student: the previous stage's weights folder; teacher: a "
-                    "model.safetensors to start from (its output layer is reset)")
+                    "model.safetensors to start from (its output layer is reset unless --keep-output)")
+    tr.add_argument("--keep-output", action="store_true",
+                    help="teacher: keep --init's output layer (continue a released teacher)")
     tr.add_argument("--teacher", default="weights/teacher", help="student: the teacher")
     tr.add_argument("--guidance", type=float, default=2.0, help="student: guidance weight folded in")
     tr.add_argument("--sample-steps", type=int, default=8, help="student 'steps': the previous stage's steps")

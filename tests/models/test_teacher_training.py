@@ -72,3 +72,27 @@ def test_latent_channel_weights_follow_the_decoder_gain():
     assert torch.allclose(w, torch.tensor([4.0, 1.0, 1.0, 0.0]) / 1.5)
     assert torch.allclose(latent_channel_weights(ae, 0.0), torch.ones(4))
     assert abs(float(latent_channel_weights(ae, 0.5).mean()) - 1.0) < 1e-6
+
+
+def test_init_keeps_or_resets_the_output_layer(tiny_dataset, tmp_path):
+    """``init_keep_output`` continues a released teacher as it is; the default resets the output
+    layer (a velocity-predicting init). lr 0: the saved weights are the initial ones."""
+    torch.manual_seed(0)
+    Autoencoder(AutoencoderConfig(latent_channels=4, channels=(8, 8, 8))).save_pretrained(tmp_path / "ae")
+    tc = TeacherConfig(latent_channels=4, gbuffer_channels=20, widths=(8, 8), blocks=1, emb_dim=8)
+    released = Teacher(tc)
+    with torch.no_grad():
+        released.out.weight.normal_()
+        released.out.bias.fill_(0.5)
+    released.save_pretrained(tmp_path / "released")
+    for keep in (True, False):
+        out = tmp_path / f"out_{keep}"
+        train_teacher(TeacherTrainConfig(
+            data=str(tiny_dataset), autoencoder=str(tmp_path / "ae"), out=str(out), frames=2, teacher=tc,
+            init=str(tmp_path / "released" / "model.safetensors"), init_keep_output=keep,
+            train=TrainConfig(run_dir=str(tmp_path / f"run_{keep}"), steps=1, batch_size=2, lr=0.0,
+                              val_every=1, ckpt_every=1, progress=False, warmup=1)))
+        t = Teacher.from_pretrained(out)
+        assert torch.equal(t.stem.weight, released.stem.weight)
+        assert torch.equal(t.out.bias, released.out.bias) == keep
+        assert keep or not t.out.weight.any()

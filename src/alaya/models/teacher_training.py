@@ -48,6 +48,9 @@ class TeacherTrainConfig:
     teacher: TeacherConfig | None = None      # overrides the preset when given
     init: str | None = None                   # start from these weights (a run's checkpoint or a
                                               # save_pretrained folder's model.safetensors)
+    init_keep_output: bool = False            # keep the init's output layer (continuing a teacher of
+                                              # the same parameterisation); False resets it (phase 1
+                                              # predicted velocity, later phases data)
     store_half: bool = False                  # write the weights as float16 (half the bytes)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/teacher", batch_size=8,
                                                                    lr=3e-4))
@@ -165,9 +168,9 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
 
     if cfg.init:
         from safetensors.torch import load_file
-        state = {k: v for k, v in load_file(cfg.init).items() if not k.startswith("out.")}
+        state = {k: v for k, v in load_file(cfg.init).items() if cfg.init_keep_output or not k.startswith("out.")}
         missing, unexpected = model.load_state_dict(state, strict=False)
-        if unexpected or any(not k.startswith("out.") for k in missing):
+        if unexpected or any(cfg.init_keep_output or not k.startswith("out.") for k in missing):
             raise ValueError(f"{cfg.init}: does not fit the teacher (missing {missing[:4]}, unexpected {unexpected[:4]})")
     trainer = Trainer(model, tc, loss_fn, validate, on_any_device=True,
                       describe={"teacher": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})
