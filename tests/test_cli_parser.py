@@ -37,7 +37,7 @@ def test_unrolled_loss_flags_reach_the_world_run(monkeypatch):
 
 def test_teacher_flags_reach_the_teacher_run(monkeypatch):
     import alaya.models.teacher_training as tt
-    from alaya.cli import _train
+    from alaya.cli_train import _train
     seen = {}
     monkeypatch.setattr(tt, "train_teacher", lambda cfg: seen.setdefault("cfg", cfg) and None)
     a = build_parser().parse_args(["train", "teacher", "--data", "d", "--run-dir", "r", "--one-step-t", "0.5",
@@ -49,7 +49,7 @@ def test_teacher_flags_reach_the_teacher_run(monkeypatch):
 
 def test_student_flags_reach_the_student_run(monkeypatch):
     import alaya.models.student_training as st
-    from alaya.cli import _train
+    from alaya.cli_train import _train
     seen = {}
     monkeypatch.setattr(st, "train_student", lambda cfg: seen.setdefault("cfg", cfg) and None)
     a = build_parser().parse_args(["train", "student", "--data", "d", "--run-dir", "r", "--stage", "ar",
