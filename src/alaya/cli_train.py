@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+
 def _train(a: argparse.Namespace) -> int:
     from alaya.train.loop import TrainConfig
     train = TrainConfig(run_dir=a.run_dir, steps=a.steps, batch_size=a.batch_size, lr=a.lr,

@@ -1,6 +1,6 @@
 """``alaya`` commands of the world model: recording and importing gameplay, training and
-evaluating a world model (the ``alaya train`` parser, ``train idm`` and ``alaya play --world``
-live with their kin in ``cli.py`` and ``serve/play.py``). Thin dispatch only."""
+evaluating a world model (the ``alaya train`` parser and ``train idm`` live in ``cli_train.py``,
+``alaya play --world`` in ``cli.py`` and ``serve/play.py``). Thin dispatch only."""
 
 from __future__ import annotations
 
