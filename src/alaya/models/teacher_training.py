@@ -168,9 +168,10 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
 
     if cfg.init:
         from safetensors.torch import load_file
-        state = {k: v for k, v in load_file(cfg.init).items() if cfg.init_keep_output or not k.startswith("out.")}
+        reset = () if cfg.init_keep_output else ("out.",)     # prefixes left at their initialisation
+        state = {k: v for k, v in load_file(cfg.init).items() if not k.startswith(reset)}
         missing, unexpected = model.load_state_dict(state, strict=False)
-        if unexpected or any(cfg.init_keep_output or not k.startswith("out.") for k in missing):
+        if unexpected or any(not k.startswith(reset) for k in missing):
             raise ValueError(f"{cfg.init}: does not fit the teacher (missing {missing[:4]}, unexpected {unexpected[:4]})")
     trainer = Trainer(model, tc, loss_fn, validate, on_any_device=True,
                       describe={"teacher": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})
