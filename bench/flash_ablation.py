@@ -89,6 +89,7 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     from alaya.codecs.autoencoder import Autoencoder
+    from alaya.data.contract import renderer_input
     from alaya.evaluation.render_eval import RenderEvalConfig, evaluate_renderer
     from alaya.models.student import Student
     from alaya.renderers import SamplerConfig, StudentRenderer, TeacherRenderer
@@ -111,7 +112,7 @@ def main() -> None:
 
     rows = {}
     for name, r in renderers.items():
-        r.render({k: v[:2] for k, v in _first_clip(data).items()}, "a clear sunny noon")    # warm-up (and ONNX export)
+        r.render(renderer_input(_first_clip(data), 0, 2), "a clear sunny noon")    # warm-up (and ONNX export)
         res = evaluate_renderer(lambda clip, style, prompt, seed: r.render(clip, prompt, seed), cfg, progress=False)
         rows[name] = {"fps": 1 / res["s_per_frame"], "psnr": res["psnr"], "ssim": res["ssim"],
                       "warp_error": res["warp_error"], "style_accuracy": res["style_accuracy"],
@@ -136,11 +137,10 @@ def main() -> None:
 
 
 def _first_clip(data: str) -> dict:
-    from alaya.data.contract import GBUFFER_KEYS
+    from alaya.data.contract import renderer_input
     from alaya.data.dataset import ClipDataset
     ds = ClipDataset(data)
-    clip = ds.load(ds.ids("test")[0])
-    return {k: clip[k] for k in GBUFFER_KEYS}
+    return renderer_input(ds.load(ds.ids("test")[0]))
 
 
 def _calls(name: str, renderer) -> int:

@@ -30,7 +30,8 @@ def gbuffer_clip(frames: int, size: int) -> tuple[dict, str]:
         stream = EngineStream(3, StreamConfig(size=size))
         frames_ = [stream.step() for _ in range(frames)]
         stream.close()
-        return {k: np.stack([f[k] for f in frames_]) for k in frames_[0]}, "engine"
+        clip = {k: np.stack([f[k] for f in frames_]) for k in frames_[0] if k != "K"}
+        return {**clip, "K": frames_[0]["K"]}, "engine"
     except Exception as err:   # no EGL: the timing does not depend on the content
         print(f"engine unavailable ({err}); timing random G-buffers", file=sys.stderr)
         rng = np.random.default_rng(0)
@@ -53,6 +54,7 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     from alaya.codecs.autoencoder import Autoencoder
+    from alaya.data.contract import renderer_input
     from alaya.models.teacher import Teacher, teacher_config
     from alaya.renderers import SamplerConfig, TeacherRenderer
 
@@ -63,7 +65,7 @@ def main() -> None:
     clip, source = gbuffer_clip(a.frames, a.size)
     renderer.encoder.encode("a clear sunny noon")           # load the text model outside the timing
     with torch.no_grad():
-        renderer.render({k: v[:2] for k, v in clip.items()}, "a clear sunny noon")   # warm-up
+        renderer.render(renderer_input(clip, 0, 2), "a clear sunny noon")   # warm-up
         t0 = time.perf_counter()
         frames = renderer.render(clip, "a clear sunny noon")
         seconds = time.perf_counter() - t0

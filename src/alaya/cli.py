@@ -79,8 +79,8 @@ def _render(a: argparse.Namespace) -> int:
     from alaya.renderers import write_frames
     renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a), a.backend)
     clips = _load_gbuffer_clips(a)
-    from alaya.data.contract import GBUFFER_KEYS
-    frames = np.concatenate([renderer.render({k: clip[k][:a.frames] for k in GBUFFER_KEYS if k in clip},
+    from alaya.data.contract import renderer_input
+    frames = np.concatenate([renderer.render(renderer_input(clip, 0, a.frames),
                                              a.prompt, seed=a.seed) for _, clip in clips])
     for path in write_frames(a.out, frames, fps=a.fps)[:3]:
         print(f"wrote {path}")

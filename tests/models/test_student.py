@@ -127,3 +127,23 @@ def test_preconditioned_student_velocity_points_from_its_data_estimate():
     m, x = Student(dataclasses.replace(TINY, sigma_data=0.5)), inputs()
     c_skip = edm_coefficients(x["t"], 0.5)[1].view(-1, 1, 1, 1)
     assert torch.allclose(m(**x), (x["z"] - c_skip * x["z"]) / x["t"].view(-1, 1, 1, 1), atol=1e-5)
+
+
+def test_view_branch_comes_from_the_teacher_and_reads_the_camera():
+    """A view student copies the teacher's view branch; its per-frame features change with the
+    view input, and a zero view (camera unknown) is the same as none."""
+    tcfg = TeacherConfig(latent_channels=4, gbuffer_channels=8, text_dim=6, widths=(16, 16), blocks=1,
+                         emb_dim=16, view_channels=3)
+    teacher = Teacher(tcfg)
+    with torch.no_grad():
+        for p in teacher.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    s = Student(dataclasses.replace(TINY, view_channels=3))
+    assert "view.3.weight" in s.init_from_teacher(teacher)
+    assert torch.equal(s.view[3].weight, teacher.view[3].weight)
+    x = inputs()
+    view = torch.randn(2, 3, 32, 48)
+    assert not torch.allclose(s(**x, view=view), s(**x))
+    assert torch.equal(s(**x, view=torch.zeros_like(view)), s(**x))
+    with pytest.raises(ValueError, match="view"):
+        s(**x, view=view[:, :2])

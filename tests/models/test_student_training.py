@@ -100,3 +100,29 @@ def test_new_student_takes_the_teachers_shape(tiny_models):
     shared = [k for k in own if k in theirs and own[k].shape == theirs[k].shape]
     assert len(shared) > 0.8 * len(own)              # all but the interval MLP and the context stem
     assert all(torch.equal(own[k], theirs[k]) for k in shared)
+
+
+def test_stages_with_a_view_teacher(tiny_dataset, tiny_models, tmp_path):
+    """A teacher with a view branch gives the student one (copied), and the stages that call the
+    teacher, roll the student out or match a frozen copy feed both the clips' cameras."""
+    torch.manual_seed(0)
+    teacher = Teacher(teacher_config("tiny", latent_channels=4, gbuffer_channels=20, widths=(8, 16), view_channels=8))
+    with torch.no_grad():
+        for p in teacher.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    teacher.save_pretrained(tmp_path / "teacher")
+    init = None
+    for stage in ("ar", "meanflow", "tiny"):
+        train_student(StudentTrainConfig(
+            data=str(tiny_dataset), stage=stage, teacher=str(tmp_path / "teacher"),
+            autoencoder=str(tiny_models / "ae"), tiny_encoder=str(tiny_models / "enc"), init=init,
+            out=str(tmp_path / stage), teacher_window=2, rollout=1, view_dropout=0.5,
+            student=StudentConfig(latent_channels=4, gbuffer_channels=20, text_dim=384, widths=(8, 16),
+                                  emb_dim=8, context=1),
+            train=TrainConfig(run_dir=str(tmp_path / f"run_{stage}"), steps=2, batch_size=2, log_every=1,
+                              ckpt_every=2, progress=False, warmup=1, lr=1e-3)))
+        init = str(tmp_path / stage)
+        s = Student.from_pretrained(init)
+        assert s.config.view_channels == 8 and s.view is not None
+    first = Student.from_pretrained(tmp_path / "ar")
+    assert not torch.equal(first.view[3].weight, teacher.view[3].weight)   # trained, from the teacher's

@@ -102,3 +102,24 @@ def test_model_card_names_the_stored_dtype_and_the_training_hardware(tmp_path):
     assert "- Wall time: see the run folder" in cpu
     randomised().save_pretrained(tmp_path / "chunks", trained={"steps": 7, "wall_minutes": 404.0})
     assert "- Wall time: 404.0 min" in write_model_card(tmp_path / "chunks", "t", "s", "u", "d").read_text()
+
+
+def test_view_branch_starts_at_zero_and_a_zero_view_means_none():
+    """A teacher that gains the view branch computes what it did without it; once trained, the
+    view changes the output, a zero view (camera unknown) still adds nothing, and a badly shaped
+    view or a view for a model without the branch is an error."""
+    cfg = TeacherConfig(**{**TINY.__dict__, "view_channels": 2})
+    z, t, g, txt = inputs()
+    view = torch.randn(2, 3, 2, 32, 48)
+    m = randomised(cfg)
+    with torch.no_grad():
+        m.view[-1].weight.zero_()
+    assert torch.equal(m(z, t, g, txt), m(z, t, g, txt, view=view))
+    with torch.no_grad():
+        m.view[-1].weight.normal_(0, 0.05)
+    assert not torch.allclose(m(z, t, g, txt), m(z, t, g, txt, view=view))
+    assert torch.equal(m(z, t, g, txt), m(z, t, g, txt, view=torch.zeros_like(view)))
+    with pytest.raises(ValueError, match="view"):
+        m(z, t, g, txt, view=view[..., :16, :])
+    with pytest.raises(ValueError, match="no view branch"):
+        randomised()(z, t, g, txt, view=view)

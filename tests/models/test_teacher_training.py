@@ -96,3 +96,22 @@ def test_init_keeps_or_resets_the_output_layer(tiny_dataset, tmp_path):
         assert torch.equal(t.stem.weight, released.stem.weight)
         assert torch.equal(t.out.bias, released.out.bias) == keep
         assert keep or not t.out.weight.any()
+
+
+def test_view_teacher_continues_a_plain_one(tiny_dataset, tmp_path):
+    """``view=True`` adds the branch (zero at the start) to a teacher trained without it, and the
+    clips' cameras reach it: with lr 0 the weights are the init's, the branch is still zero."""
+    torch.manual_seed(0)
+    Autoencoder(AutoencoderConfig(latent_channels=4, channels=(8, 8, 8))).save_pretrained(tmp_path / "ae")
+    tc = TeacherConfig(latent_channels=4, gbuffer_channels=20, widths=(8, 8), blocks=1, emb_dim=8)
+    Teacher(tc).save_pretrained(tmp_path / "plain")
+    for lr, out in ((0.0, "same"), (1e-2, "moved")):
+        train_teacher(TeacherTrainConfig(
+            data=str(tiny_dataset), autoencoder=str(tmp_path / "ae"), out=str(tmp_path / out), frames=2,
+            teacher=tc, view=True, view_dropout=0.5,
+            init=str(tmp_path / "plain" / "model.safetensors"), init_keep_output=True,
+            train=TrainConfig(run_dir=str(tmp_path / f"run_{out}"), steps=2, batch_size=2, lr=lr,
+                              val_every=2, ckpt_every=2, progress=False, warmup=1)))
+    same, moved = Teacher.from_pretrained(tmp_path / "same"), Teacher.from_pretrained(tmp_path / "moved")
+    assert same.config.view_channels == 8 and not same.view[-1].weight.any()
+    assert moved.view[-1].weight.any()          # gradients reached the branch through the cameras

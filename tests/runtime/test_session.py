@@ -119,3 +119,35 @@ def test_factory_sessions_share_weights_but_not_state(frames):
     assert np.array_equal(b.run(frames[:3]), out_a)          # b's stream is its own
     with pytest.raises(ValueError, match="32x32"):
         factory.new().step({k: np.zeros((64, 64) + v.shape[2:], v.dtype) for k, v in frames[0].items()})
+
+
+def view_session(**kw):
+    import dataclasses
+
+    from alaya.models.student import Student
+    student, enc, dec = tiny_flash_modules()
+    torch.manual_seed(1)
+    viewer = Student(dataclasses.replace(student.config, view_channels=8))
+    viewer.load_state_dict(student.state_dict(), strict=False)
+    with torch.no_grad():
+        for p in viewer.view.parameters():
+            p.normal_(0, 0.05)
+    return RenderSession(viewer.eval(), enc, dec, prompt="a clear sunny noon", **kw)
+
+
+def test_view_student_reads_the_camera_from_frames_or_the_session(frames, tiny_dataset, tmp_path):
+    ds = ClipDataset(tiny_dataset)
+    clip = ds.load(ds.ids()[0])
+    with_camera = [{**{k: clip[k][t] for k in GBUFFER_KEYS}, "world_to_camera": clip["world_to_camera"][t],
+                    "K": clip["K"]} for t in range(clip["depth"].shape[0])]
+    seen = view_session().run(with_camera)
+    no_k = [{k: v for k, v in f.items() if k != "K"} for f in with_camera]
+    assert np.array_equal(view_session(intrinsics=clip["K"]).run(no_k), seen)
+    unknown = view_session().run(no_k)                       # no K anywhere: camera unknown
+    assert not np.array_equal(unknown, seen)
+    s = view_session()                                       # still chunking-invariant
+    assert np.array_equal(np.concatenate([s.run(with_camera[:1]), s.run(with_camera[1:])]), seen)
+    from alaya.runtime.backends import ONNX_TOLERANCE
+    t_sess, o_sess = view_session(), view_session(backend="onnx", onnx_folder=str(tmp_path))
+    for f in with_camera:
+        assert torch.allclose(t_sess.step_latent(f), o_sess.step_latent(f), atol=ONNX_TOLERANCE)

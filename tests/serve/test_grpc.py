@@ -171,6 +171,13 @@ def _set(**fields):
     return corrupt
 
 
+def _camera(**fields):
+    def corrupt(msg):
+        for k, v in fields.items():
+            getattr(msg, k)[:] = v
+    return corrupt
+
+
 def _small_frame(msg):
     msg.CopyFrom(frame_to_message(make_frames(1, size=16)[0], frame_id=msg.frame_id))
 
@@ -217,7 +224,19 @@ BAD_FRAMES = {
     "unknown encoding": (_set(encoding=9), INVALID, "unknown encoding 9"),
     "jpeg quality": (_set(encoding=render_pb2.JPEG, jpeg_quality=200), INVALID, "jpeg_quality"),
     "oversized message": (_large_frame, EXHAUSTED, ""),
+    "short camera": (_camera(world_to_camera=[1.0] * 12), INVALID, "'world_to_camera': expected 16 floats"),
+    "nan intrinsics": (_camera(intrinsics=[np.nan] + [1.0] * 8), INVALID, "'intrinsics' contains NaN"),
 }
+
+
+def test_the_camera_travels_and_is_optional():
+    from alaya.serve.wire import decode_frame
+    frame = make_frames(1)[0]
+    K, w2c = np.array([[30.0, 0, 16], [0, 30, 16], [0, 0, 1]]), np.arange(16.0).reshape(4, 4)
+    got = decode_frame(frame_to_message({**frame, "K": K, "world_to_camera": w2c}), SIZE)
+    assert np.array_equal(got["K"], K) and np.array_equal(got["world_to_camera"], w2c)
+    assert got["K"].dtype == np.float32
+    assert "K" not in decode_frame(frame_to_message(frame), SIZE)
 
 
 @pytest.mark.parametrize("case", list(BAD_FRAMES))

@@ -88,3 +88,45 @@ def teacher_gbuffer_latents(autoencoder, x: torch.Tensor) -> torch.Tensor:
     batch = torch.cat([images[m] for m in MODALITIES], 0)
     z = autoencoder.encode(batch)
     return torch.cat(z.chunk(len(MODALITIES), 0), 1)
+
+
+VIEW_INPUT_CHANNELS = 8
+
+
+def view_input(normal: np.ndarray | torch.Tensor, K: np.ndarray | torch.Tensor,
+               world_to_camera: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """What the G-buffer leaves out about the view, per pixel: (N, 8, H, W) float.
+
+    Channels: the world-space normal (3; zero where the normal is, i.e. background), the
+    world-space view ray from the eye (3, unit) and the camera-space ray's x, y at unit depth (2,
+    the pixel's place in the image). The contract stores normals in camera space, but the
+    reference lights the scene from a fixed world direction per style: which walls face the sun,
+    where the sky is bright and where the sun disk sits depend on the camera's heading, which no
+    camera-space channel shows. ``normal`` (..., H, W, 3), ``K`` (3, 3) and ``world_to_camera``
+    (..., 4, 4) follow the clip contract; leading dims are flattened into N.
+    """
+    def as_float(a) -> torch.Tensor:
+        return a.float() if isinstance(a, torch.Tensor) else torch.from_numpy(np.array(a, dtype=np.float32))
+
+    n = as_float(normal)
+    H, W = n.shape[-3:-1]
+    n = n.reshape(-1, H, W, 3)
+    w2c = as_float(world_to_camera).reshape(-1, 4, 4)
+    k = as_float(K)
+    if k.shape != (3, 3):
+        raise ValueError(f"K: expected (3, 3), got {tuple(k.shape)}")
+    if len(w2c) != len(n):
+        raise ValueError(f"world_to_camera: {len(w2c)} matrices for {len(n)} normal frames")
+    if not (torch.isfinite(w2c).all() and torch.isfinite(k).all() and k[0, 0] > 0 and k[1, 1] > 0):
+        raise ValueError("K and world_to_camera must be finite, with positive focal lengths")
+    rotation = w2c[:, :3, :3].transpose(1, 2)                                  # camera -> world
+    v, u = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
+    xy = torch.stack([(u - k[0, 2]) / k[0, 0], -(v - k[1, 2]) / k[1, 1]], -1)  # y up, as the normals
+    ray = torch.cat([xy, -torch.ones(H, W, 1)], -1)
+    ray = ray / ray.norm(dim=-1, keepdim=True)
+    world_normal = torch.einsum("nij,nhwj->nhwi", rotation, n)
+    world_ray = torch.einsum("nij,hwj->nhwi", rotation, ray)
+    x = torch.cat([world_normal, world_ray, xy.expand(len(n), H, W, 2)], -1).permute(0, 3, 1, 2).contiguous()
+    if not torch.isfinite(x).all():
+        raise ValueError("G-buffer 'normal' contains NaN or infinite values")
+    return x

@@ -363,7 +363,7 @@ class InteractiveStream:
 
     def step(self) -> dict[str, np.ndarray]:
         """Advance one frame (1 / fps s): move the camera, step physics, rasterize. Returns the
-        G-buffer arrays of the frame plus ``world_to_camera``, as ``EngineStream.step``."""
+        G-buffer arrays of the frame plus ``world_to_camera`` and ``K``, as ``EngineStream.step``."""
         self._move(1.0 / self.config.fps)
         self._park_fallen()
         self.world.step()
@@ -377,6 +377,7 @@ class InteractiveStream:
         self.world_to_camera = view
         self.frames += 1
         frame["world_to_camera"] = view.astype(np.float32)
+        frame["K"] = self.K.astype(np.float32)
         return frame
 
     @property

@@ -64,7 +64,7 @@ class EngineStream:
         return self.world.geom_matrices(), self.rig.view(self.world)
 
     def step(self) -> dict[str, np.ndarray]:
-        """Advance one frame; the G-buffer arrays of that frame (plus ``world_to_camera``).
+        """Advance one frame; the G-buffer arrays of that frame (plus ``world_to_camera`` and ``K``).
 
         Pipelined streams return the same frames, but their world is already one frame ahead
         when ``step`` returns (its physics overlapped the rasterization)."""
@@ -77,6 +77,7 @@ class EngineStream:
         self.world_to_camera = view
         frame = self.raster.render(geoms, view)
         frame["world_to_camera"] = view.astype(np.float32)
+        frame["K"] = self.K.astype(np.float32)
         return frame
 
     def close(self) -> None:

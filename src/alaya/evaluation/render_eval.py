@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from alaya.data.contract import GBUFFER_KEYS
+from alaya.data.contract import GBUFFER_KEYS, renderer_input
 from alaya.data.dataset import ClipDataset
 from alaya.evaluation import metrics as M
 from alaya.evaluation.style_classifier import StyleClassifier
@@ -108,7 +108,7 @@ def evaluate_renderer(render: RenderFn, cfg: RenderEvalConfig, progress: bool = 
     for ci, cid in enumerate(ids):
         clip = ds.load(cid)
         T = min(cfg.frames, clip["depth"].shape[0])
-        clip = {k: (v[:, :T] if k == "rgb" else v[:T] if k in GBUFFER_KEYS else v) for k, v in clip.items()}
+        clip = {**clip, **renderer_input(clip, 0, T), "rgb": clip["rgb"][:, :T]}
         gbuffer = {k: clip[k] for k in GBUFFER_KEYS}
         mask, edges = M.occlusion_mask(gbuffer), M.gbuffer_edges(gbuffer)
         for style in styles:

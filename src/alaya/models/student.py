@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from alaya.diffusion.flow import edm_coefficients
-from alaya.models.teacher import FlowBlock, Teacher
+from alaya.models.teacher import FlowBlock, Teacher, check_view, view_branch
 from alaya.nn.blocks import conv
 from alaya.nn.conditioning import timestep_embedding
 from alaya.nn.pretrained import from_pretrained, save_pretrained
@@ -44,6 +44,7 @@ class StudentConfig:
     noise: str = "frame"              # sampling noise per stream: "frame" (fresh for every frame) or
                                       # "fixed" (the same for every frame: less flicker)
     sigma_data: float = 0.75          # > 0: EDM-preconditioned data prediction, as the teacher
+    view_channels: int = 0            # > 0: a view branch as the teacher's (``gbuffer.view_input``)
 
 
 def latent_flow(motion: torch.Tensor, factor: int = 8) -> torch.Tensor:
@@ -89,18 +90,20 @@ def push_context(context: torch.Tensor, valid: torch.Tensor, latent: torch.Tenso
 
 @torch.no_grad()
 def sample_student(student: "Student", z: torch.Tensor, ts: torch.Tensor, gbuffer: torch.Tensor,
-                   text: torch.Tensor, context: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+                   text: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
+                   view: torch.Tensor | None = None) -> torch.Tensor:
     """``integrate_student`` without gradient."""
-    return integrate_student(student, z, ts, gbuffer, text, context, valid)
+    return integrate_student(student, z, ts, gbuffer, text, context, valid, view)
 
 
 def integrate_student(student: "Student", z: torch.Tensor, ts: torch.Tensor, gbuffer: torch.Tensor,
-                      text: torch.Tensor, context: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+                      text: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
+                      view: torch.Tensor | None = None) -> torch.Tensor:
     """Integrate one frame's latents from ``ts[0]`` to ``ts[-1]``: ``z_r = z_t - (t - r) u(z, r, t)``
     with r the next grid time for an average-velocity student, r = t (Euler) otherwise.
     Differentiable (training through a rollout); ``sample_student`` is the same without gradient."""
     B = z.shape[0]
-    features = student.condition(gbuffer, context, valid)      # once per frame, not per step
+    features = student.condition(gbuffer, context, valid, view)  # once per frame, not per step
     for t, r in zip(ts[:-1], ts[1:]):
         rr = r if student.config.average_velocity else t
         z = z - (t - r) * student(z, rr.expand(B), t.expand(B), gbuffer, text, context, valid, features)
@@ -123,6 +126,7 @@ class Student(nn.Module):
         self.stem = conv(c.latent_channels, w0)
         self.cond_stem = conv(c.gbuffer_channels + c.context * (c.latent_channels + 1), w0)
         nn.init.zeros_(self.cond_stem.bias)
+        self.view = view_branch(c.view_channels, w0) if c.view_channels else None
         self.down0 = nn.ModuleList(FlowBlock(w0, w0, c.emb_dim, 3, causal=True) for _ in range(c.blocks))
         self.down = nn.Conv2d(w0, w1, 3, 2, 1)
         self.mid = nn.ModuleList(FlowBlock(w1, w1, c.emb_dim, 3, causal=True) for _ in range(2 * c.blocks))
@@ -139,21 +143,28 @@ class Student(nn.Module):
         return (self.time_mlp(timestep_embedding(t, d)) + self.interval_mlp(timestep_embedding(t - r, d))
                 + self.text_mlp(text))
 
-    def condition(self, gbuffer: torch.Tensor, context: torch.Tensor, context_valid: torch.Tensor) -> torch.Tensor:
+    def condition(self, gbuffer: torch.Tensor, context: torch.Tensor, context_valid: torch.Tensor,
+                  view: torch.Tensor | None = None) -> torch.Tensor:
         """The input layer's per-frame part: features (B, widths[0], h, w) of the G-buffer
-        latents and the masked context, the same for every sampling step of a frame."""
+        latents, the masked context and (with a view branch) the view input (B, V, 8h, 8w),
+        the same for every sampling step of a frame. ``view`` None or zero: camera unknown."""
         B, K = context.shape[:2]
         h, w = gbuffer.shape[-2:]
         ctx = torch.cat([context * context_valid, context_valid], 2).reshape(B, -1, h, w)
-        return self.cond_stem(torch.cat([gbuffer, ctx], 1))
+        features = self.cond_stem(torch.cat([gbuffer, ctx], 1))
+        if view is None:
+            return features
+        check_view(view[:, None], self.config.view_channels, (B, 1, 0, h, w))
+        return features + self.view(view.to(features.dtype))
 
     def forward(self, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor, gbuffer: torch.Tensor,
                 text: torch.Tensor, context: torch.Tensor, context_valid: torch.Tensor,
-                features: torch.Tensor | None = None) -> torch.Tensor:
+                features: torch.Tensor | None = None, view: torch.Tensor | None = None) -> torch.Tensor:
         """Average velocity over [r, t] for one frame's noisy latents ``z`` (B, C, h, w), with
         G-buffer latents (B, G, h, w), prompt (B, D), context (B, K, C, h, w) and its validity
-        (B, K, 1, h, w) — zeros where there is no past yet. ``features``: ``condition(gbuffer,
-        context, context_valid)`` when the caller already has it (a sampler, per frame).
+        (B, K, 1, h, w) — zeros where there is no past yet, and the view input (B, V, 8h, 8w) for
+        a student with a view branch (None: camera unknown). ``features``: ``condition(gbuffer,
+        context, context_valid, view)`` when the caller already has it (a sampler, per frame).
 
         With ``sigma_data > 0`` the network predicts the frame's data ``x_hat = c_skip z + c_out F``
         (EDM preconditioning at time t) and the velocity is ``(z - x_hat) / t``."""
@@ -169,7 +180,7 @@ class Student(nn.Module):
         if C != c.latent_channels or h % 2 or w % 2:
             raise ValueError(f"z: expected (B, {c.latent_channels}, h, w) with even h, w, got {tuple(z.shape)}")
         if features is None:
-            features = self.condition(gbuffer, context, context_valid)
+            features = self.condition(gbuffer, context, context_valid, view)
         return self.velocity(z, r, t, text, features)
 
     def velocity(self, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor, text: torch.Tensor,

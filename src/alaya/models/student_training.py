@@ -34,6 +34,7 @@ quality (docs/flash.md).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,17 +87,19 @@ class StudentTrainConfig:
                                          # the teacher call (data-only pretraining, ~6x cheaper a step)
     t_one: float = 0.0                   # 'ar', 'guidance': share of samples at t = 1 exactly, the
                                          # first sampling step (the G-buffer + context regression)
+    view_dropout: float = 0.1            # with a view-branch teacher: share of samples for which
+                                         # student and teacher see a zero view (camera unknown)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/student", batch_size=16,
                                                                    lr=3e-4))
 
 
 class StudentClips(LatentClips):
     """Cached latents plus each frame's latent flow (and, for the ``tiny`` stage, the tiny
-    encoder's G-buffer latents)."""
+    encoder's G-buffer latents; with ``view``, each frame's view input)."""
 
     def __init__(self, data: str, folder, split: str, encoder: PromptEncoder,
-                 tiny: TinyGBufferEncoder | None = None, factor: int = 8):
-        super().__init__(data, folder, split, encoder)
+                 tiny: TinyGBufferEncoder | None = None, factor: int = 8, view: bool = False):
+        super().__init__(data, folder, split, encoder, view)
         ds = ClipDataset(data)
         flows, tiny_g = [], []
         for cid in ds.ids(split):
@@ -120,6 +123,16 @@ class StudentClips(LatentClips):
                             else self.phrasings[k][rng.integers(len(self.phrasings[k]))] for k in st])
         return rng, c, st, f, text
 
+    def view_at(self, c, frames, drop: np.ndarray) -> torch.Tensor | None:
+        """View inputs of clips c at ``frames`` (B,) or (B, W); zero for samples where ``drop``;
+        None without view inputs."""
+        if self.view is None:
+            return None
+        frames = torch.as_tensor(frames)
+        v = self.view[torch.from_numpy(c).view(-1, *([1] * (frames.ndim - 1))), frames].float()
+        v[torch.from_numpy(drop)] = 0.0
+        return v
+
     def context(self, c, st, f, K: int, noise: float, rng: np.random.Generator, start_fraction: float):
         """Ground-truth context for frames f: the K previous latents warped into frame f."""
         B = len(c)
@@ -139,26 +152,29 @@ class StudentClips(LatentClips):
 
 
 def teacher_velocity(teacher: Teacher, clips: StudentClips, c, st, f, z_last, t, eps_gen, text,
-                     window: int, guidance: float) -> torch.Tensor:
+                     window: int, guidance: float, view_drop: np.ndarray | None = None) -> torch.Tensor:
     """The teacher's (guided) velocity for the last frame of windows ending at frames f, whose
-    last frame's noisy latents are ``z_last`` and whose other frames are noised at the same t."""
+    last frame's noisy latents are ``z_last`` and whose other frames are noised at the same t
+    (with view inputs unless the clips have none; zero where ``view_drop``)."""
     win = torch.from_numpy(f[:, None] - np.arange(window - 1, -1, -1))
     ci, si = torch.from_numpy(c)[:, None], torch.from_numpy(st)[:, None]
     x = clips.rgb[ci, si, win].float()
     g = clips.gbuffer[ci, win].float()
     z = interpolate(x, torch.randn(x.shape, generator=eps_gen), t)
     z[:, -1] = z_last
+    view = clips.view_at(c, win, np.zeros(len(c), bool) if view_drop is None else view_drop)
     with torch.no_grad():
         if guidance == 1.0:
-            return teacher(z, t, g, text)[:, -1]
+            return teacher(z, t, g, text, view=view)[:, -1]
         v = teacher(torch.cat([z, z]), torch.cat([t, t]), torch.cat([g, g]),
-                    torch.cat([text, torch.zeros_like(text)]))[:, -1]
+                    torch.cat([text, torch.zeros_like(text)]), view=None if view is None else torch.cat([view, view]))[:, -1]
         v_c, v_u = v.chunk(2)
         return v_u + guidance * (v_c - v_u)
 
 
 def self_rollout_context(student: Student, clips: StudentClips, c, st, f, text, cfg: StudentTrainConfig,
-                         rng: np.random.Generator, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+                         rng: np.random.Generator, gen: torch.Generator,
+                         view_drop: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Context for frames f made the way it is at play: ground truth up to frame
     ``f - rollout``, then ``rollout`` frames the student generates itself (no gradient), each
     pushed and warped on; exposure bias becomes something the student is trained on."""
@@ -170,8 +186,9 @@ def self_rollout_context(student: Student, clips: StudentClips, c, st, f, text, 
         fj = f - j
         if j < cfg.rollout:
             ctx, valid = warp_context(ctx, valid, clips.flow[c, fj].float())
+        drop = np.zeros(len(c), bool) if view_drop is None else view_drop
         zj = sample_student(student, torch.randn(shape, generator=gen), ts, clips.gbuffer[c, fj].float(), text,
-                            ctx, valid)
+                            ctx, valid, clips.view_at(c, fj, drop))
         ctx, valid = push_context(ctx, valid, zj)
     return warp_context(ctx, valid, clips.flow[c, f].float())
 
@@ -187,12 +204,12 @@ def build_student(cfg: StudentTrainConfig, teacher: Teacher) -> Student:
     if cfg.init:
         return Student.from_pretrained(cfg.init)
     tc = teacher.config
-    scfg = cfg.student or StudentConfig(latent_channels=tc.latent_channels, gbuffer_channels=tc.gbuffer_channels,
+    scfg = dataclasses.replace(cfg.student, view_channels=tc.view_channels) if cfg.student else StudentConfig(latent_channels=tc.latent_channels, gbuffer_channels=tc.gbuffer_channels,
                                         text_dim=tc.text_dim, emb_dim=tc.emb_dim,
-                                        sigma_data=tc.sigma_data,
+                                        sigma_data=tc.sigma_data, view_channels=tc.view_channels,
                                         **({"widths": tuple(cfg.widths)} if cfg.widths else {}),
                                         **({"blocks": cfg.blocks} if cfg.blocks else {}))
-    student = Student(scfg)
+    student = Student(scfg)                       # the teacher's view input, if any, is the student's too
     student.init_from_teacher(teacher)
     return student
 
@@ -215,7 +232,7 @@ def train_student(cfg: StudentTrainConfig) -> Student:
     folder = build_latent_cache(cfg.data, ae, progress=tc.progress)
     tiny = TinyGBufferEncoder.from_pretrained(cfg.tiny_encoder).eval() if cfg.stage == "tiny" else None
     encoder = PromptEncoder()
-    train = StudentClips(cfg.data, folder, "train", encoder, tiny)
+    train = StudentClips(cfg.data, folder, "train", encoder, tiny, view=teacher.config.view_channels > 0)
     student = build_student(cfg, teacher)
     frozen = copy.deepcopy(student).eval().requires_grad_(False) if cfg.stage in ("steps", "tiny") else None
     if cfg.stage == "steps":
@@ -235,21 +252,24 @@ def train_student(cfg: StudentTrainConfig) -> Student:
         x = train.rgb[c, st, f].float()
         g = (train.tiny_gbuffer if cfg.stage == "tiny" else train.gbuffer)[c, f].float()
         eps = torch.randn(x.shape, generator=gen)
+        drop = rng.random(B) < cfg.view_dropout
+        view = train.view_at(c, f, drop)
         if cfg.stage == "meanflow":
             net = m.module if hasattr(m, "module") else m
-            ctx, valid = self_rollout_context(net, train, c, st, f, text, cfg, rng, gen)
+            ctx, valid = self_rollout_context(net, train, c, st, f, text, cfg, rng, gen, drop)
             r, t = sample_times(B, rng)
             grid = torch.from_numpy(rng.random(B) < 0.5)
             gr, gt = _grid_times(B, net.config.steps, rng)
             r, t = torch.where(grid, gr, r), torch.where(grid, gt, t)
             z = interpolate(x, eps, t)
-            v = teacher_velocity(teacher, train, c, st, f, z, t, gen, text, cfg.teacher_window, cfg.guidance)
+            v = teacher_velocity(teacher, train, c, st, f, z, t, gen, text, cfg.teacher_window, cfg.guidance, drop)
             weight = velocity_loss_weight(t, net.config.sigma_data)
-            loss = meanflow_loss(lambda zz, rr, tt: net(zz, rr, tt, g, text, ctx, valid), z, r, t, v, weight=weight)
+            loss = meanflow_loss(lambda zz, rr, tt: net(zz, rr, tt, g, text, ctx, valid, view=view), z, r, t, v,
+                                 weight=weight)
             return loss, {}
         if cfg.stage in ("ar", "guidance") and rng.random() < cfg.self_context:
             ctx, valid = self_rollout_context(m.module if hasattr(m, "module") else m, train, c, st, f, text, cfg,
-                                              rng, gen)
+                                              rng, gen, drop)
         else:
             ctx, valid = train.context(c, st, f, K, cfg.context_noise, rng, cfg.start_fraction)
         if cfg.stage in ("ar", "guidance"):
@@ -257,19 +277,19 @@ def train_student(cfg: StudentTrainConfig) -> Student:
                                   cfg.t_one, rng)
             z = interpolate(x, eps, t)
             w = 1.0 if cfg.stage == "ar" else cfg.guidance
-            target = (teacher_velocity(teacher, train, c, st, f, z, t, gen, text, cfg.teacher_window, w)
+            target = (teacher_velocity(teacher, train, c, st, f, z, t, gen, text, cfg.teacher_window, w, drop)
                       if cfg.teacher_weight > 0 else None)
-            u = m(z, t, t, g, text, ctx, valid)
+            u = m(z, t, t, g, text, ctx, valid, view=view)
         elif cfg.stage == "steps":
             n_new = cfg.sample_steps // 2
             r, t = _grid_times(B, n_new, rng)
             z = interpolate(x, eps, t)
             mid = (t + r) / 2
             with torch.no_grad():
-                z_mid = z - (t - mid).view(-1, 1, 1, 1) * frozen(z, t, t, g, text, ctx, valid)
-                z_end = z_mid - (mid - r).view(-1, 1, 1, 1) * frozen(z_mid, mid, mid, g, text, ctx, valid)
+                z_mid = z - (t - mid).view(-1, 1, 1, 1) * frozen(z, t, t, g, text, ctx, valid, view=view)
+                z_end = z_mid - (mid - r).view(-1, 1, 1, 1) * frozen(z_mid, mid, mid, g, text, ctx, valid, view=view)
             target = (z - z_end) / (t - r).view(-1, 1, 1, 1)
-            u = m(z, t, t, g, text, ctx, valid)
+            u = m(z, t, t, g, text, ctx, valid, view=view)
         else:                                              # tiny: match the previous stage on full latents
             r, t = _grid_times(B, student.config.steps, rng)
             if not student.config.average_velocity:
@@ -277,8 +297,8 @@ def train_student(cfg: StudentTrainConfig) -> Student:
             z = interpolate(x, eps, t)
             g_full = train.gbuffer[c, f].float()
             with torch.no_grad():
-                target = frozen(z, r, t, g_full, text, ctx, valid)
-            u = m(z, r, t, g, text, ctx, valid)
+                target = frozen(z, r, t, g_full, text, ctx, valid, view=view)
+            u = m(z, r, t, g, text, ctx, valid, view=view)
         weight = velocity_loss_weight(t, student.config.sigma_data).view(-1, 1, 1, 1)
         loss = (weight * (u - target) ** 2).mean() if target is not None else u.new_zeros(())
         if cfg.stage in ("ar", "guidance"):

@@ -32,6 +32,8 @@ class TeacherConfig:
     temporal_kernel: int = 3
     prompt_dropout: float = 0.1
     sigma_data: float = 0.0       # > 0: EDM preconditioning, the network predicts data (see forward)
+    view_channels: int = 0        # > 0: also read ``gbuffer.view_input`` (world-space normal and
+                                  # view ray) at pixel resolution, 8x8 pixels per latent cell
 
 
 # Named sizes. "small" is what we train and ship on a 2-core CPU; "base" is the same design at
@@ -67,6 +69,28 @@ class FlowBlock(nn.Module):
         return self.temporal(self.skip(x) + h, frames)
 
 
+def view_branch(channels: int, width: int) -> nn.Sequential:
+    """Pixel-resolution view input (N, V, 8h, 8w) -> stem features (N, width, h, w): each 8x8
+    block to channels, then two convolutions. The last starts at zero, so a network that gains
+    the branch starts out computing what it computed without it; no biases, so a zero input (an
+    unknown camera) adds exactly nothing, as None does."""
+    branch = nn.Sequential(nn.PixelUnshuffle(8), nn.Conv2d(64 * channels, width, 1, bias=False), nn.SiLU(),
+                           nn.Conv2d(width, width, 3, padding=1, bias=False))
+    nn.init.zeros_(branch[-1].weight)
+    return branch
+
+
+def check_view(view: torch.Tensor | None, channels: int, shape: tuple[int, ...]) -> None:
+    """``view`` must be None or (B, T, channels, 8h, 8w) for latents of ``shape`` (B, T, C, h, w)."""
+    if view is None:
+        return
+    B, T, _, h, w = shape
+    if channels == 0:
+        raise ValueError("this model has no view branch (config.view_channels = 0) but got a view input")
+    if view.shape != (B, T, channels, 8 * h, 8 * w):
+        raise ValueError(f"view: expected {(B, T, channels, 8 * h, 8 * w)}, got {tuple(view.shape)}")
+
+
 class Teacher(nn.Module):
     causal = False
 
@@ -78,6 +102,7 @@ class Teacher(nn.Module):
         self.time_mlp = nn.Sequential(nn.Linear(c.emb_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
         self.text_mlp = nn.Sequential(nn.Linear(c.text_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
         self.stem = conv(c.latent_channels + c.gbuffer_channels, w0)
+        self.view = view_branch(c.view_channels, w0) if c.view_channels else None
         self.down0 = nn.ModuleList(FlowBlock(w0, w0, c.emb_dim, k, self.causal) for _ in range(c.blocks))
         self.down = nn.Conv2d(w0, w1, 3, 2, 1)
         self.mid = nn.ModuleList(FlowBlock(w1, w1, c.emb_dim, k, self.causal) for _ in range(2 * c.blocks))
@@ -93,7 +118,7 @@ class Teacher(nn.Module):
         return self.time_mlp(timestep_embedding(t, self.config.emb_dim)) + self.text_mlp(text)
 
     def forward(self, z: torch.Tensor, t: torch.Tensor, gbuffer: torch.Tensor,
-                text: torch.Tensor, output: str = "v") -> torch.Tensor:
+                text: torch.Tensor, output: str = "v", view: torch.Tensor | None = None) -> torch.Tensor:
         """Velocity ``eps - x`` (``output="v"``) or the data estimate (``output="x"``) for noisy
         latents ``z`` (B, T, C, h, w) at times ``t`` (B,).
 
@@ -101,7 +126,11 @@ class Teacher(nn.Module):
         ``x_hat = c_skip z + c_out F``, and the velocity is ``(z - x_hat) / t``. A conditional
         renderer's target is nearly a function of the G-buffer; predicting it directly is far
         easier than predicting ``eps - x``, which makes the network carry the input noise through
-        every layer. Without preconditioning F is the velocity itself."""
+        every layer. Without preconditioning F is the velocity itself.
+
+        ``view`` (B, T, view_channels, 8h, 8w), ``gbuffer.view_input`` per frame, is optional for
+        a model with a view branch: None (or zeros, which training's view dropout shows it) means
+        the camera is unknown and the branch adds nothing."""
         if output not in ("v", "x"):
             raise ValueError(f"output must be 'v' or 'x', got {output!r}")
         c = self.config
@@ -114,11 +143,14 @@ class Teacher(nn.Module):
             raise ValueError(f"text must be (B, {c.text_dim}) and t (B,), got {tuple(text.shape)}, {tuple(t.shape)}")
         if h % 2 or w % 2:
             raise ValueError(f"latent size must be even, got {h}x{w}")
+        check_view(view, c.view_channels, z.shape)
         emb = self.embed(t, text).repeat_interleave(T, 0)                    # (B*T, E)
         pre = c.sigma_data > 0
         if pre:
             c_in, c_skip, c_out = (k.reshape(B, 1, 1, 1, 1) for k in edm_coefficients(t.float(), c.sigma_data))
         x = self.stem(torch.cat([z * c_in if pre else z, gbuffer], 2).reshape(B * T, -1, h, w))
+        if view is not None:
+            x = x + self.view(view.reshape(B * T, -1, 8 * h, 8 * w).to(x.dtype))
         for blk in self.down0:
             x = blk(x, emb, T)
         skip = x

@@ -15,12 +15,14 @@ paraphrases steer the teacher (measured by ``alaya eval render``'s paraphrase ac
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
+from alaya.codecs.gbuffer import VIEW_INPUT_CHANNELS, view_input
 from alaya.codecs.latent_cache import build_latent_cache, load_latents
 from alaya.data.dataset import ClipDataset
 from alaya.diffusion.flow import flow_matching_loss, logit_normal_t, with_share_at_one, x_prediction_loss
@@ -51,6 +53,9 @@ class TeacherTrainConfig:
     init_keep_output: bool = False            # keep the init's output layer (continuing a teacher of
                                               # the same parameterisation); False resets it (phase 1
                                               # predicted velocity, later phases data)
+    view: bool = False                        # give the model the view input (world-space normal and
+                                              # view ray, ``gbuffer.view_input``) through a view branch
+    view_dropout: float = 0.1                 # share of samples shown a zero view (camera unknown)
     store_half: bool = False                  # write the weights as float16 (half the bytes)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/teacher", batch_size=8,
                                                                    lr=3e-4))
@@ -60,7 +65,7 @@ class LatentClips:
     """Cached latents of one split in memory (on the training device: ``to``), with the prompt
     embeddings of every style; ``batch`` returns tensors on that device."""
 
-    def __init__(self, data: str, folder, split: str, encoder: PromptEncoder):
+    def __init__(self, data: str, folder, split: str, encoder: PromptEncoder, view: bool = False):
         ds = ClipDataset(data)
         ids = ds.ids(split)
         if not ids:
@@ -69,15 +74,19 @@ class LatentClips:
         self.styles = loaded[0][1]
         self.rgb = torch.stack([t["rgb"] for t, _ in loaded])          # (N, S, T, C, h, w)
         self.gbuffer = torch.stack([t["gbuffer"] for t, _ in loaded])  # (N, T, G, h, w)
+        self.view = torch.stack([clip_view_input(ds, cid) for cid in ids]) if view else None  # (N, T, V, H, W)
         self.phrasings = [encoder.encode(ds.meta.styles[s]["phrasings"]) for s in self.styles]
 
     def to(self, device: torch.device) -> "LatentClips":
         """Hold the latents on ``device`` (a GPU run draws its batches there: no copy per step)."""
         self.rgb, self.gbuffer = self.rgb.to(device), self.gbuffer.to(device)
+        self.view = None if self.view is None else self.view.to(device)
         return self
 
     def batch(self, size: int, frames: int, seed: int, index: int, dropout: float,
-              text_noise: float = 0.0, t_mean: float = 0.0, t_one: float = 0.0):
+              text_noise: float = 0.0, t_mean: float = 0.0, t_one: float = 0.0, view_dropout: float = 0.0):
+        """(x, g, text, t, eps, view) on the data's device; ``view`` is None without view inputs,
+        else zero for a ``view_dropout`` share of the samples."""
         n, s, t = self.rgb.shape[:3]
         if frames > t:
             raise ValueError(f"window of {frames} frames but clips have {t}")
@@ -100,7 +109,20 @@ class LatentClips:
             eps = torch.randn(x.shape, generator=gen)
         else:                                   # drawn where the batch lives
             eps = torch.randn(x.shape, generator=torch.Generator(device).manual_seed(noise_seed), device=device)
-        return x, g, text.to(device), times.to(device), eps
+        view = None
+        if self.view is not None:
+            view = self.view[ci, win].float()
+            view[torch.from_numpy(rng.random(size) < view_dropout).to(device)] = 0.0
+        return x, g, text.to(device), times.to(device), eps, view
+
+
+def clip_view_input(ds: ClipDataset, clip_id: str) -> torch.Tensor:
+    """float16 (T, 8, H, W) ``view_input`` of one clip (its normals, K and camera poses)."""
+    d = ds.load(clip_id, ("normal", "K", "world_to_camera"))
+    try:
+        return view_input(d["normal"], d["K"], d["world_to_camera"]).half()
+    except ValueError as e:
+        raise ValueError(f"{ds.path(clip_id)}: {e}") from None
 
 
 def training_times(n: int, gen: torch.Generator, rng: np.random.Generator, t_mean: float = 0.0,
@@ -136,34 +158,36 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
     device = resolve_device(cfg.train.device)
     folder = build_latent_cache(cfg.data, ae, progress=cfg.train.progress, device=device)
     encoder = PromptEncoder()
-    train, val = (LatentClips(cfg.data, folder, s, encoder).to(device) for s in ("train", "val"))
+    train, val = (LatentClips(cfg.data, folder, s, encoder, cfg.view).to(device) for s in ("train", "val"))
     C = ae.latent_channels
     tc = cfg.train
     torch.manual_seed(tc.seed)
-    model = Teacher(cfg.teacher or teacher_config(cfg.preset, latent_channels=C, gbuffer_channels=5 * C,
-                                                  prompt_dropout=cfg.prompt_dropout))
+    view_channels = VIEW_INPUT_CHANNELS if cfg.view else 0          # ``view`` decides, whatever the config says
+    model = Teacher(dataclasses.replace(cfg.teacher, view_channels=view_channels) if cfg.teacher else
+                    teacher_config(cfg.preset, latent_channels=C, gbuffer_channels=5 * C,
+                                   prompt_dropout=cfg.prompt_dropout, view_channels=view_channels))
 
     sigma_data = model.config.sigma_data
     weight = (latent_channel_weights(ae, cfg.pixel_weighting).view(1, 1, -1, 1, 1).to(device)
               if cfg.pixel_weighting else None)
 
-    def objective(m, x, g, text, t, eps):           # batches come on the training device (LatentClips.to)
+    def objective(m, x, g, text, t, eps, view):     # batches come on the training device (LatentClips.to)
         if sigma_data > 0:
-            return x_prediction_loss(lambda z, tt: m(z, tt, g, text, output="x"), x, t, eps, sigma_data,
+            return x_prediction_loss(lambda z, tt: m(z, tt, g, text, output="x", view=view), x, t, eps, sigma_data,
                                      weight=weight)
-        return flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)
+        return flow_matching_loss(lambda z, tt: m(z, tt, g, text, view=view), x, t, eps)
 
     def loss_fn(m, index: int):
-        x, g, text, t, eps = train.batch(tc.batch_size, cfg.frames, tc.seed, index, cfg.prompt_dropout,
-                                         cfg.text_noise, cfg.t_mean, cfg.t_one)
-        return objective(m, x, g, text, t, eps), {}
+        batch = train.batch(tc.batch_size, cfg.frames, tc.seed, index, cfg.prompt_dropout,
+                            cfg.text_noise, cfg.t_mean, cfg.t_one, cfg.view_dropout)
+        return objective(m, *batch), {}
 
     def validate(m) -> dict[str, float]:
         losses, flow = [], []
         for i in range(4):
-            x, g, text, t, eps = val.batch(tc.batch_size, cfg.frames, 1234, i, 0.0)
-            losses.append(float(objective(m, x, g, text, t, eps)))
-            flow.append(float(flow_matching_loss(lambda z, tt: m(z, tt, g, text), x, t, eps)))
+            x, g, text, t, eps, view = val.batch(tc.batch_size, cfg.frames, 1234, i, 0.0)
+            losses.append(float(objective(m, x, g, text, t, eps, view)))
+            flow.append(float(flow_matching_loss(lambda z, tt: m(z, tt, g, text, view=view), x, t, eps)))
         return {"loss": float(np.mean(losses)), "flow_loss": float(np.mean(flow))}
 
     if cfg.init:
@@ -171,7 +195,8 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
         reset = () if cfg.init_keep_output else ("out.",)     # prefixes left at their initialisation
         state = {k: v for k, v in load_file(cfg.init).items() if not k.startswith(reset)}
         missing, unexpected = model.load_state_dict(state, strict=False)
-        if unexpected or any(not k.startswith(reset) for k in missing):
+        new = reset + ("view.",)                               # a view branch the init lacks starts at zero
+        if unexpected or any(not k.startswith(new) for k in missing):
             raise ValueError(f"{cfg.init}: does not fit the teacher (missing {missing[:4]}, unexpected {unexpected[:4]})")
     trainer = Trainer(model, tc, loss_fn, validate, on_any_device=True,
                       describe={"teacher": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}})
@@ -181,6 +206,7 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
                                                 "frames": cfg.frames, "data": cfg.data,
                                                 "text_noise": cfg.text_noise, "preset": cfg.preset,
                                                 "t_mean": cfg.t_mean, "t_one": cfg.t_one, "pixel_weighting": cfg.pixel_weighting,
+                                                "view_dropout": cfg.view_dropout if cfg.view else None,
                                                 "run_dir": tc.run_dir, "autoencoder": cfg.autoencoder,
                                                 "hardware": hardware_line(trainer.device, tc.bf16,
                                                                           trainer.dist.world_size)},

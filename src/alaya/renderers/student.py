@@ -66,13 +66,15 @@ class StudentRenderer:
                    decoder=TinyDecoder.from_pretrained(decoder), **kwargs)
 
     def render(self, gbuffer: dict[str, np.ndarray], prompt: str, seed: int = 0) -> np.ndarray:
-        """uint8 (T, H, W, 3) frames for a G-buffer clip (with ``motion``) and a prompt."""
+        """uint8 (T, H, W, 3) frames for a G-buffer clip (with ``motion``; with ``K`` and
+        ``world_to_camera`` for a view student) and a prompt."""
         check_gbuffer(gbuffer)
         if "motion" not in gbuffer:
             raise KeyError("G-buffer is missing 'motion' (the student warps its past by it)")
         T = np.asarray(gbuffer["depth"]).shape[0]
-        keys = [k for k in FRAME_KEYS if k in gbuffer]
-        frames = [{k: np.asarray(gbuffer[k])[i] for k in keys} for i in range(T)]
+        keys = [k for k in (*FRAME_KEYS, "world_to_camera") if k in gbuffer]
+        camera = {"K": np.asarray(gbuffer["K"])} if "K" in gbuffer else {}    # a view student reads it
+        frames = [{**{k: np.asarray(gbuffer[k])[i] for k in keys}, **camera} for i in range(T)]
         self.session.seed = seed
         self.session.set_prompt(prompt)
         self.session.reset()

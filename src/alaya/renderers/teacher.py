@@ -3,7 +3,9 @@
 G-buffer arrays (clip contract, leading dim T) are drawn as modality images, encoded by the
 full codec (``teacher_gbuffer_latents``), and the teacher integrates its flow from noise to RGB
 latents in windows of ``window`` frames (bidirectional in time within a window); the full
-decoder turns latents into frames. Sampling is deterministic given ``seed``.
+decoder turns latents into frames. Sampling is deterministic given ``seed``. A teacher with a
+view branch also reads the camera (``K`` and ``world_to_camera``, as clips store them) as
+``view_input``; without them it renders with the camera unknown.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input, teacher_gbuffer_latents
+from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input, teacher_gbuffer_latents, view_input
 from alaya.diffusion.flow import sample_euler, sample_heun, time_grid
 from alaya.models.teacher import Teacher
 from alaya.text import PromptEncoder
@@ -57,9 +59,18 @@ class TeacherRenderer:
         x = gbuffer_input({k: gbuffer[k] for k in ("depth", "normal", "albedo", "roughness", "metallic")})
         return torch.cat([teacher_gbuffer_latents(self.autoencoder, x[i:i + 32]) for i in range(0, len(x), 32)])
 
+    def view(self, gbuffer: dict[str, np.ndarray]) -> torch.Tensor | None:
+        """(T, V, H, W) view input of a clip for a view teacher, if it has ``K`` and
+        ``world_to_camera``; else None (camera unknown)."""
+        if not self.teacher.config.view_channels or "K" not in gbuffer or "world_to_camera" not in gbuffer:
+            return None
+        return view_input(gbuffer["normal"], gbuffer["K"], gbuffer["world_to_camera"])
+
     @torch.no_grad()
-    def sample_latents(self, g: torch.Tensor, text: torch.Tensor, seed: int = 0) -> torch.Tensor:
-        """RGB latents (T, C, h, w) for G-buffer latents ``g`` (T, G, h, w) and a prompt embedding (D,)."""
+    def sample_latents(self, g: torch.Tensor, text: torch.Tensor, seed: int = 0,
+                       view: torch.Tensor | None = None) -> torch.Tensor:
+        """RGB latents (T, C, h, w) for G-buffer latents ``g`` (T, G, h, w), a prompt embedding (D,)
+        and, for a view teacher, the view input (T, V, H, W) (None: camera unknown)."""
         s = self.sampler
         T, _, h, w = g.shape
         C = self.teacher.config.latent_channels
@@ -70,7 +81,9 @@ class TeacherRenderer:
         out = []
         for a in range(0, T, s.window):
             gw = g[None, a:a + s.window]
-            cond = {"gbuffer": gw, "text": text, "uncond": {"gbuffer": gw, "text": torch.zeros_like(text)}}
+            vw = None if view is None else view[None, a:a + s.window]
+            cond = {"gbuffer": gw, "text": text, "view": vw,
+                    "uncond": {"gbuffer": gw, "text": torch.zeros_like(text), "view": vw}}
             z = SAMPLERS[s.sampler](lambda z, t, **c: self.teacher(z, t, **c), noise[:, a:a + s.window], ts,
                                     cond, s.guidance)
             out.append(z[0])
@@ -84,4 +97,4 @@ class TeacherRenderer:
     def render(self, gbuffer: dict[str, np.ndarray], prompt: str, seed: int = 0) -> np.ndarray:
         """uint8 (T, H, W, 3) frames for a G-buffer clip and a free-text prompt."""
         text = self.encoder.encode(prompt)[0]
-        return self.decode(self.sample_latents(self.gbuffer_latents(gbuffer), text, seed))
+        return self.decode(self.sample_latents(self.gbuffer_latents(gbuffer), text, seed, self.view(gbuffer)))

@@ -2,8 +2,9 @@
 
 A frame of the Flash renderer is three kinds of network call:
 
-- ``frame(x, context, valid) -> (g, features)``: the tiny G-buffer encoder on the raw G-buffer
-  ``x`` (1, 9, H, W) and the student's per-frame input features (``Student.condition``);
+- ``frame(x, context, valid, view) -> (g, features)``: the tiny G-buffer encoder on the raw
+  G-buffer ``x`` (1, 9, H, W) and the student's per-frame input features (``Student.condition``;
+  ``view`` (1, 8, H, W), ``gbuffer.view_input``, only for a student with a view branch, else None);
 - ``step(z, r, t, text, features) -> u``: one student step (``Student.velocity``), ``steps``
   times per frame;
 - ``decode(z, previous) -> (rgb, state)``: the tiny streaming decoder, ``previous`` being its
@@ -43,9 +44,9 @@ class _FrameNet(nn.Module):
         super().__init__()
         self.student, self.encoder = student, encoder if encoder is not None else nn.Identity()
 
-    def forward(self, x, context, valid):
+    def forward(self, x, context, valid, view=None):
         g = self.encoder(x)
-        return g, self.student.condition(g, context, valid)
+        return g, self.student.condition(g, context, valid, view)
 
 
 class _StepNet(nn.Module):
@@ -88,8 +89,8 @@ class TorchBackend:
             out = self.nets[name](*args)
         return tuple(None if o is None else o.float() for o in out) if isinstance(out, tuple) else out.float()
 
-    def frame(self, x, context, valid):
-        return self._run("frame", x, context, valid)
+    def frame(self, x, context, valid, view=None):
+        return self._run("frame", x, context, valid, view)
 
     def step(self, z, r, t, text, features):
         return self._run("step", z, r, t, text, features)
@@ -109,9 +110,9 @@ class FullCodecBackend:
         self.student, self.autoencoder, self.guidance = student.eval(), autoencoder.eval(), guidance
 
     @torch.no_grad()
-    def frame(self, x, context, valid):
+    def frame(self, x, context, valid, view=None):
         g = teacher_gbuffer_latents(self.autoencoder, x)
-        return g, self.student.condition(g, context, valid)
+        return g, self.student.condition(g, context, valid, view)
 
     @torch.no_grad()
     def step(self, z, r, t, text, features):
@@ -135,8 +136,9 @@ def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder
     h = size // factor
     x = (torch.zeros(1, GBUFFER_INPUT_CHANNELS, size, size) if encoder is not None
          else torch.zeros(1, c.gbuffer_channels, h, h))
+    view = (torch.zeros(1, c.view_channels, size, size),) if c.view_channels else ()
     return {"frame": (x, torch.zeros(1, c.context, c.latent_channels, h, h),
-                      torch.zeros(1, c.context, 1, h, h)),
+                      torch.zeros(1, c.context, 1, h, h), *view),
             "step": (torch.zeros(1, c.latent_channels, h, h), torch.full((1,), 0.5), torch.full((1,), 0.75),
                      torch.zeros(1, c.text_dim), torch.zeros(1, c.widths[0], h, h)),
             "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, state_channels(decoder), h, h))}
@@ -147,7 +149,7 @@ def state_channels(decoder) -> int:
     return getattr(decoder, "state_channels", None) or decoder.config.channels[0]
 
 
-NAMES = {"frame": (["x", "context", "valid"], ["g", "features"]),
+NAMES = {"frame": (["x", "context", "valid", "view"], ["g", "features"]),     # "view": view students only
          "step": (["z", "r", "t", "text", "features"], ["u"]),
          "decode": (["z", "previous"], ["rgb", "state"])}
 
@@ -168,7 +170,7 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
         ins, outs = NAMES[name]
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")   # legacy-exporter and tracer notes on shape checks (fixed sizes here)
-            torch.onnx.export(net.eval(), inputs[name], str(tmp), input_names=ins, output_names=outs,
+            torch.onnx.export(net.eval(), inputs[name], str(tmp), input_names=ins[:len(inputs[name])], output_names=outs,
                               opset_version=17, dynamo=False)
         os.replace(tmp, folder / f"{name}.onnx")
     return folder
@@ -210,11 +212,11 @@ class OnnxBackend:
     def _run(self, name: str, *args: torch.Tensor) -> list[torch.Tensor]:
         ins, _ = NAMES[name]
         feed = {k: np.ascontiguousarray(a.detach().numpy(), dtype=np.float32)
-                for k, a in zip(ins, args) if k in self.inputs[name]}
+                for k, a in zip(ins, args) if a is not None and k in self.inputs[name]}
         return [torch.from_numpy(o) for o in self.sessions[name].run(None, feed)]
 
-    def frame(self, x, context, valid):
-        return tuple(self._run("frame", x, context, valid))
+    def frame(self, x, context, valid, view=None):
+        return tuple(self._run("frame", x, context, valid, view))
 
     def step(self, z, r, t, text, features):
         return self._run("step", z, r, t, text, features)[0]

@@ -16,6 +16,11 @@ seeded by (seed, n) (``"frame"``), or every frame starts from the same noise, se
 fresh noise, which is what flickers); either way the output does not depend on how a caller
 chunks the stream. ``set_prompt`` swaps the prompt embedding between two frames: the next frame
 is generated with it, nothing is restarted or dropped.
+
+A student with a view branch also reads the camera: each frame's ``world_to_camera`` (4, 4) and
+the intrinsics ``K`` (3, 3), from the frame or, for K, the session (``intrinsics``); the engine's
+frames carry both. A frame without them renders with the camera unknown (a zero view input, as
+the student saw in training for a share of its samples).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import torch
 
-from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input
+from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input, view_input
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student, latent_flow, push_context, warp_context
 from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
@@ -39,7 +44,7 @@ class RenderSession:
     def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder | None,
                  prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None, seed: int = 0,
                  channels_last: bool = False, backend="torch", onnx_folder: str | None = None,
-                 bf16: bool = False, noise: str | None = None):
+                 bf16: bool = False, noise: str | None = None, intrinsics: np.ndarray | None = None):
         """``backend``: ``"torch"`` or ``"onnx"`` (onnxruntime; the graphs are exported on the first
         frame of each size, into ``onnx_folder`` or a temporary folder), or a backend object
         (``alaya.runtime.backends``), e.g. one shared with other sessions (``SessionFactory``);
@@ -63,6 +68,7 @@ class RenderSession:
         self.backend = backend if not isinstance(backend, str) else self.torch_backend if backend == "torch" else None
         self.encoder = encoder or PromptEncoder()
         self.steps, self.seed = steps, seed
+        self.intrinsics = None if intrinsics is None else np.asarray(intrinsics, np.float32)
         self.times = torch.linspace(1.0, 0.0, steps + 1)
         self.prompt = ""
         self.text = torch.zeros(1, student.config.text_dim)
@@ -106,6 +112,16 @@ class RenderSession:
             raise ValueError("G-buffer 'motion' contains NaN or infinite values")
         return H, W
 
+    def _view(self, frame: Mapping[str, np.ndarray], H: int, W: int) -> torch.Tensor | None:
+        """The frame's view input (1, V, H, W) for a view student (zeros without a camera), else None."""
+        V = self.student.config.view_channels
+        if not V:
+            return None
+        K = frame.get("K", self.intrinsics)
+        if K is None or "world_to_camera" not in frame:
+            return torch.zeros(1, V, H, W)
+        return view_input(np.asarray(frame["normal"])[None], K, np.asarray(frame["world_to_camera"])[None])
+
     @torch.no_grad()
     def _advance(self, frame: Mapping[str, np.ndarray]):
         """The student's output latents (1, C, h, w) for one frame, and the backend used."""
@@ -121,7 +137,7 @@ class RenderSession:
         elif self.frame_index > 0:
             motion = torch.from_numpy(np.asarray(frame["motion"], dtype=np.float32))[None]
             self.context, self.valid = warp_context(self.context, self.valid, latent_flow(motion, 8))
-        _, features = backend.frame(x, self.context, self.valid)
+        _, features = backend.frame(x, self.context, self.valid, self._view(frame, H, W))
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + (self.frame_index if self.noise == "frame" else 0))
         z = torch.randn(1, C, h, w, generator=gen)
         average = self.student.config.average_velocity

@@ -23,7 +23,7 @@ import grpc
 import numpy as np
 
 from alaya.serve.proto import render_pb2, render_pb2_grpc
-from alaya.serve.wire import WIRE_FIELDS, decode_rgb
+from alaya.serve.wire import CAMERA_FIELDS, WIRE_FIELDS, decode_rgb
 
 ENCODINGS = {"raw": render_pb2.RAW_RGB8, "jpeg": render_pb2.JPEG}
 
@@ -46,8 +46,10 @@ def frame_to_message(frame: Mapping[str, np.ndarray], prompt: str | None = None,
         if np.shape(frame[key]) != shape:
             raise ValueError(f"G-buffer '{key}': expected {shape}, got {np.shape(frame[key])}")
         fields[key] = np.ascontiguousarray(frame[key], dtype=dtype).tobytes()
+    camera = {field: np.asarray(frame[key], np.float32).ravel().tolist()
+              for field, key, _ in CAMERA_FIELDS if key in frame}        # optional: a view student reads it
     return render_pb2.GBufferFrame(frame_id=frame_id, width=W, height=H, prompt=prompt, reset=reset, seed=seed,
-                                   encoding=ENCODINGS[encoding], jpeg_quality=jpeg_quality, **fields)
+                                   encoding=ENCODINGS[encoding], jpeg_quality=jpeg_quality, **fields, **camera)
 
 
 def message_to_rgb(msg: render_pb2.RGBFrame) -> np.ndarray:

@@ -28,6 +28,7 @@ WIRE_FIELDS: dict[str, tuple[str, int]] = {
     "motion": ("<f4", 2),
 }
 FLOAT_FIELDS = ("depth", "normal", "motion")
+CAMERA_FIELDS = (("world_to_camera", "world_to_camera", (4, 4)), ("intrinsics", "K", (3, 3)))   # optional
 DEFAULT_JPEG_QUALITY = 90
 
 
@@ -65,6 +66,15 @@ def decode_frame(msg, size: int) -> dict[str, np.ndarray]:
             if bad:
                 raise FrameError(f"'{key}' contains {bad} NaN or infinite values")
         frame[key] = array
+    for field, key, shape in CAMERA_FIELDS:
+        values = np.asarray(getattr(msg, field), np.float32)
+        if values.size == 0:
+            continue
+        if values.size != np.prod(shape):
+            raise FrameError(f"'{field}': expected {np.prod(shape)} floats (row-major {shape}) or none, got {values.size}")
+        if not np.isfinite(values).all():
+            raise FrameError(f"'{field}' contains NaN or infinite values")
+        frame[key] = values.reshape(shape)
     return frame
 
 
