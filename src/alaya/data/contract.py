@@ -42,14 +42,10 @@ REQUIRED_KEYS = tuple(k for k in CLIP_ARRAYS if k not in OPTIONAL_KEYS)
 GBUFFER_KEYS = (
     "depth", "mask", "normal", "albedo", "roughness", "metallic", "material", "instance", "motion",
 )
-# The camera: intrinsics (one for the clip) and a pose per frame. Renderers with a view branch
-# read them (``codecs.gbuffer.view_input``); the others ignore them.
-CAMERA_KEYS = ("K", "world_to_camera")
-
-
 def renderer_input(clip: dict, start: int = 0, stop: int | None = None) -> dict:
-    """What a renderer reads from a clip (G-buffer and camera keys that are present), the
-    per-frame arrays cut to frames [start, stop); ``K`` is the clip's, whole."""
+    """What a renderer reads from a clip (G-buffer keys and the camera, those present), the
+    per-frame arrays cut to frames [start, stop); ``K`` is the clip's, whole. Renderers with a
+    view branch read the camera (``codecs.gbuffer.view_input``); the others ignore it."""
     out = {k: clip[k][start:stop] for k in (*GBUFFER_KEYS, "world_to_camera") if k in clip}
     if "K" in clip:
         out["K"] = clip["K"]

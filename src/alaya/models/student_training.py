@@ -123,14 +123,15 @@ class StudentClips(LatentClips):
                             else self.phrasings[k][rng.integers(len(self.phrasings[k]))] for k in st])
         return rng, c, st, f, text
 
-    def view_at(self, c, frames, drop: np.ndarray) -> torch.Tensor | None:
+    def view_at(self, c, frames, drop: np.ndarray | None = None) -> torch.Tensor | None:
         """View inputs of clips c at ``frames`` (B,) or (B, W); zero for samples where ``drop``;
         None without view inputs."""
         if self.view is None:
             return None
         frames = torch.as_tensor(frames)
         v = self.view[torch.from_numpy(c).view(-1, *([1] * (frames.ndim - 1))), frames].float()
-        v[torch.from_numpy(drop)] = 0.0
+        if drop is not None:
+            v[torch.from_numpy(drop)] = 0.0
         return v
 
     def context(self, c, st, f, K: int, noise: float, rng: np.random.Generator, start_fraction: float):
@@ -162,7 +163,7 @@ def teacher_velocity(teacher: Teacher, clips: StudentClips, c, st, f, z_last, t,
     g = clips.gbuffer[ci, win].float()
     z = interpolate(x, torch.randn(x.shape, generator=eps_gen), t)
     z[:, -1] = z_last
-    view = clips.view_at(c, win, np.zeros(len(c), bool) if view_drop is None else view_drop)
+    view = clips.view_at(c, win, view_drop)
     with torch.no_grad():
         if guidance == 1.0:
             return teacher(z, t, g, text, view=view)[:, -1]
@@ -186,9 +187,8 @@ def self_rollout_context(student: Student, clips: StudentClips, c, st, f, text, 
         fj = f - j
         if j < cfg.rollout:
             ctx, valid = warp_context(ctx, valid, clips.flow[c, fj].float())
-        drop = np.zeros(len(c), bool) if view_drop is None else view_drop
         zj = sample_student(student, torch.randn(shape, generator=gen), ts, clips.gbuffer[c, fj].float(), text,
-                            ctx, valid, clips.view_at(c, fj, drop))
+                            ctx, valid, clips.view_at(c, fj, view_drop))
         ctx, valid = push_context(ctx, valid, zj)
     return warp_context(ctx, valid, clips.flow[c, f].float())
 
@@ -204,12 +204,15 @@ def build_student(cfg: StudentTrainConfig, teacher: Teacher) -> Student:
     if cfg.init:
         return Student.from_pretrained(cfg.init)
     tc = teacher.config
-    scfg = dataclasses.replace(cfg.student, view_channels=tc.view_channels) if cfg.student else StudentConfig(latent_channels=tc.latent_channels, gbuffer_channels=tc.gbuffer_channels,
-                                        text_dim=tc.text_dim, emb_dim=tc.emb_dim,
-                                        sigma_data=tc.sigma_data, view_channels=tc.view_channels,
-                                        **({"widths": tuple(cfg.widths)} if cfg.widths else {}),
-                                        **({"blocks": cfg.blocks} if cfg.blocks else {}))
-    student = Student(scfg)                       # the teacher's view input, if any, is the student's too
+    if cfg.student:                               # the teacher's view input, if any, is the student's too
+        scfg = dataclasses.replace(cfg.student, view_channels=tc.view_channels)
+    else:
+        scfg = StudentConfig(latent_channels=tc.latent_channels, gbuffer_channels=tc.gbuffer_channels,
+                             text_dim=tc.text_dim, emb_dim=tc.emb_dim, sigma_data=tc.sigma_data,
+                             view_channels=tc.view_channels,
+                             **({"widths": tuple(cfg.widths)} if cfg.widths else {}),
+                             **({"blocks": cfg.blocks} if cfg.blocks else {}))
+    student = Student(scfg)
     student.init_from_teacher(teacher)
     return student
 
