@@ -26,7 +26,8 @@ def _train(a: argparse.Namespace) -> int:
                                                  preset=a.preset, text_noise=a.text_noise,
                                                  init=a.init, init_keep_output=a.keep_output, t_mean=a.t_mean, t_one=a.one_step_t,
                                                  pixel_weighting=a.pixel_weighting, store_half=a.store_half,
-                                                 view=a.view, view_dropout=a.view_dropout, train=train))
+                                                 view=a.view, view_gbuffer=a.view_gbuffer, view_pixel=a.view_pixel,
+                                                 view_dropout=a.view_dropout, train=train))
     elif a.what == "student":
         from alaya.models.student_training import StudentTrainConfig, train_student
         model = train_student(StudentTrainConfig(
@@ -87,8 +88,12 @@ def add_train_command(sub) -> None:
                     help="teacher: 0..1, weight latent channels by their pixel-space gain")
     tr.add_argument("--view", action="store_true",
                     help="teacher: add the view branch (world-space normal and view ray from the camera pose)")
+    tr.add_argument("--view-gbuffer", action="store_true",
+                    help="teacher, with --view: the view input also carries the raw G-buffer at pixel resolution")
+    tr.add_argument("--view-pixel", type=int, default=0,
+                    help="teacher, with --view: per-pixel MLP features added to the view input before blocking")
     tr.add_argument("--view-dropout", type=float, default=0.1,
-                    help="teacher: share of samples shown a zero view input (camera unknown)")
+                    help="teacher: share of samples shown a zero camera (camera unknown)")
     tr.add_argument("--stage", default="ar", help="student: ar, guidance, steps, meanflow or tiny")
     tr.add_argument("--init", help="student: the previous stage's weights folder; teacher: a "
                     "model.safetensors to start from (its output layer is reset unless --keep-output)")

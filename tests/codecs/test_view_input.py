@@ -61,3 +61,21 @@ def test_bad_cameras_are_named():
     bad[0, 2, 2] = np.nan
     with pytest.raises(ValueError, match="normal"):
         view_input(bad, K, camera(0))
+
+
+def test_model_view_input_adds_the_gbuffer_and_zeroes_an_unknown_camera():
+    from alaya.codecs.gbuffer import PIXEL_VIEW_CHANNELS, gbuffer_input, model_view_input
+    rng = np.random.default_rng(0)
+    frame = {"normal": normals((0, 0, 1)), "depth": rng.uniform(1, 5, (1, 16, 16)).astype(np.float32),
+             "albedo": rng.integers(0, 255, (1, 16, 16, 3), dtype=np.uint8),
+             "roughness": rng.integers(0, 255, (1, 16, 16), dtype=np.uint8),
+             "metallic": rng.integers(0, 255, (1, 16, 16), dtype=np.uint8)}
+    full = model_view_input({**frame, "K": K, "world_to_camera": camera(30)}, PIXEL_VIEW_CHANNELS)
+    assert full.shape == (1, PIXEL_VIEW_CHANNELS, 16, 16)
+    assert torch.equal(full[:, :VIEW_INPUT_CHANNELS], view_input(frame["normal"], K, camera(30)))
+    assert torch.equal(full[:, VIEW_INPUT_CHANNELS:], gbuffer_input(frame))
+    unknown = model_view_input(frame, PIXEL_VIEW_CHANNELS)          # no camera
+    assert not unknown[:, :VIEW_INPUT_CHANNELS].any() and torch.equal(unknown[:, VIEW_INPUT_CHANNELS:], full[:, VIEW_INPUT_CHANNELS:])
+    assert model_view_input(frame, 0) is None
+    with pytest.raises(ValueError, match="view channels"):
+        model_view_input(frame, 5)

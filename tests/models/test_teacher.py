@@ -123,3 +123,21 @@ def test_view_branch_starts_at_zero_and_a_zero_view_means_none():
         m(z, t, g, txt, view=view[..., :16, :])
     with pytest.raises(ValueError, match="no view branch"):
         randomised()(z, t, g, txt, view=view)
+
+
+def test_per_pixel_view_features_keep_zero_in_zero_out():
+    """With ``view_pixel`` the per-pixel MLP's features join the view input: a zero view still
+    adds nothing, and a change in one pixel moves only the latent cell (and, through the 3x3
+    convolutions, its neighbours) that holds it."""
+    cfg = TeacherConfig(**{**TINY.__dict__, "view_channels": 3, "view_pixel": 4})
+    z, t, g, txt = inputs()
+    view = torch.randn(2, 3, 3, 32, 48)
+    m = randomised(cfg)
+    assert m.view[1].in_channels == 64 * (3 + 4)
+    assert torch.equal(m(z, t, g, txt), m(z, t, g, txt, view=torch.zeros_like(view)))
+    assert not torch.allclose(m(z, t, g, txt), m(z, t, g, txt, view=view))
+    other = view.clone()
+    other[0, 1, :, 0, 0] += 1.0                 # pixel (0, 0) of frame 1 of sample 0
+    moved = (m(z, t, g, txt, view=other) - m(z, t, g, txt, view=view)).abs()
+    assert moved[1].max() == 0                  # another sample does not see it
+    assert moved[0, 1].amax(dim=0)[0, 0] > 0

@@ -1,5 +1,6 @@
 """The teacher recipe trains end to end on a tiny dataset and saves a loadable model."""
 
+import pytest
 import torch
 
 from alaya.codecs import Autoencoder, AutoencoderConfig
@@ -115,3 +116,39 @@ def test_view_teacher_continues_a_plain_one(tiny_dataset, tmp_path):
     same, moved = Teacher.from_pretrained(tmp_path / "same"), Teacher.from_pretrained(tmp_path / "moved")
     assert same.config.view_channels == 8 and not same.view[-1].weight.any()
     assert moved.view[-1].weight.any()          # gradients reached the branch through the cameras
+
+
+def test_camera_teacher_grows_into_a_pixel_gbuffer_one(tiny_dataset, tmp_path):
+    """``view_gbuffer`` (the raw G-buffer after the camera) and ``view_pixel`` widen the view
+    input; continuing a camera-only teacher, the old inputs keep their weights, the new ones
+    start at zero (lr 0: nothing else changes), and with training they come alive."""
+    torch.manual_seed(0)
+    Autoencoder(AutoencoderConfig(latent_channels=4, channels=(8, 8, 8))).save_pretrained(tmp_path / "ae")
+    tc = TeacherConfig(latent_channels=4, gbuffer_channels=20, widths=(8, 8), blocks=1, emb_dim=8,
+                       view_channels=8)
+    cam = Teacher(tc)
+    with torch.no_grad():
+        cam.view[1].weight.normal_(0, 0.1)      # a trained camera branch
+        cam.view[3].weight.normal_(0, 0.1)
+    cam.save_pretrained(tmp_path / "camera")
+    for lr, out in ((0.0, "same"), (1e-2, "moved")):
+        train_teacher(TeacherTrainConfig(
+            data=str(tiny_dataset), autoencoder=str(tmp_path / "ae"), out=str(tmp_path / out), frames=2,
+            teacher=tc, view=True, view_gbuffer=True, view_pixel=4, view_dropout=0.5,
+            init=str(tmp_path / "camera" / "model.safetensors"), init_keep_output=True,
+            train=TrainConfig(run_dir=str(tmp_path / f"run_{out}"), steps=2, batch_size=2, lr=lr,
+                              val_every=2, ckpt_every=2, progress=False, warmup=1)))
+    same, moved = Teacher.from_pretrained(tmp_path / "same"), Teacher.from_pretrained(tmp_path / "moved")
+    assert same.config.view_channels == 17 and same.config.view_pixel == 4
+    w = same.view[1].weight
+    assert w.shape[1] == 64 * (17 + 4)
+    assert torch.equal(w[:, :64 * 8], cam.view[1].weight) and not w[:, 64 * 8:].any()
+    assert moved.view[1].weight[:, 64 * 8:].any()
+
+
+def test_an_init_that_cannot_grow_is_named():
+    from alaya.models.teacher_training import grow_view_input
+    own = {"view.1.weight": torch.zeros(8, 64, 1, 1)}
+    with pytest.raises(ValueError, match="view.1.weight"):
+        grow_view_input({"view.1.weight": torch.zeros(8, 128, 1, 1)}, own)
+    assert grow_view_input({"view.1.weight": torch.ones(8, 32, 1, 1)}, own)["view.1.weight"][:, 32:].sum() == 0

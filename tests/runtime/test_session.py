@@ -1,5 +1,7 @@
 """RenderSession: chunking invariance, prompt switches between frames, reset, flat state, errors."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -121,21 +123,24 @@ def test_factory_sessions_share_weights_but_not_state(frames):
         factory.new().step({k: np.zeros((64, 64) + v.shape[2:], v.dtype) for k, v in frames[0].items()})
 
 
-def view_session(**kw):
+def _view_session(channels=8, pixel=0, **kw):
     import dataclasses
 
     from alaya.models.student import Student
     student, enc, dec = tiny_flash_modules()
     torch.manual_seed(1)
-    viewer = Student(dataclasses.replace(student.config, view_channels=8))
+    viewer = Student(dataclasses.replace(student.config, view_channels=channels, view_pixel=pixel))
     viewer.load_state_dict(student.state_dict(), strict=False)
     with torch.no_grad():
-        for p in viewer.view.parameters():
+        for p in [*viewer.view.parameters(), *(viewer.view_pixel.parameters() if pixel else ())]:
             p.normal_(0, 0.05)
     return RenderSession(viewer.eval(), enc, dec, prompt="a clear sunny noon", **kw)
 
 
-def test_view_student_reads_the_camera_from_frames_or_the_session(frames, tiny_dataset, tmp_path):
+@pytest.mark.parametrize("channels, pixel", [(8, 0), (17, 4)])
+def test_view_student_reads_the_camera_from_frames_or_the_session(frames, tiny_dataset, tmp_path, channels, pixel):
+    """Camera only (8 channels) or camera + raw G-buffer with per-pixel features (17, 4)."""
+    view_session = functools.partial(_view_session, channels, pixel)
     ds = ClipDataset(tiny_dataset)
     clip = ds.load(ds.ids()[0])
     with_camera = [{**{k: clip[k][t] for k in GBUFFER_KEYS}, "world_to_camera": clip["world_to_camera"][t],

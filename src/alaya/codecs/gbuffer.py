@@ -130,3 +130,35 @@ def view_input(normal: np.ndarray | torch.Tensor, K: np.ndarray | torch.Tensor,
     if not torch.isfinite(x).all():
         raise ValueError("G-buffer 'normal' contains NaN or infinite values")
     return x
+# A view input of this many channels is ``view_input`` followed by the raw G-buffer
+# (``gbuffer_input``): the camera and the G-buffer at pixel resolution, for a network whose
+# G-buffer otherwise arrives only as 8x8-pixel latents.
+PIXEL_VIEW_CHANNELS = VIEW_INPUT_CHANNELS + GBUFFER_INPUT_CHANNELS   # 17
+
+
+def model_view_input(gbuffer: Mapping, channels: int, K=None, world_to_camera=None) -> torch.Tensor | None:
+    """The view input (N, channels, H, W) a model with ``channels`` view channels reads, or None
+    for a model without a view branch.
+
+    The camera comes from ``K`` and ``world_to_camera`` or, where those are None, from the keys of
+    the same names in ``gbuffer``; without a camera the ``view_input`` channels are zero (the camera
+    unknown, as training's view dropout shows it). ``channels`` is ``VIEW_INPUT_CHANNELS`` (the
+    camera only) or ``PIXEL_VIEW_CHANNELS`` (the camera, then the raw G-buffer, always present).
+    """
+    if not channels:
+        return None
+    if channels not in (VIEW_INPUT_CHANNELS, PIXEL_VIEW_CHANNELS):
+        raise ValueError(f"view channels: expected {VIEW_INPUT_CHANNELS} or {PIXEL_VIEW_CHANNELS}, got {channels}")
+    K = gbuffer.get("K") if K is None else K
+    world_to_camera = gbuffer.get("world_to_camera") if world_to_camera is None else world_to_camera
+    if "normal" not in gbuffer:
+        raise KeyError("G-buffer frame is missing key 'normal'")
+    normal = gbuffer["normal"]
+    H, W = np.shape(normal)[-3:-1]
+    if K is None or world_to_camera is None:
+        view = torch.zeros(int(np.prod(np.shape(normal)[:-3], dtype=np.int64)), VIEW_INPUT_CHANNELS, H, W)
+    else:
+        view = view_input(normal, K, world_to_camera)
+    if channels == VIEW_INPUT_CHANNELS:
+        return view
+    return torch.cat([view, gbuffer_input({k: gbuffer[k] for k in MODALITIES if k in gbuffer})], 1)

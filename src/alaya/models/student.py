@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from alaya.diffusion.flow import edm_coefficients
-from alaya.models.teacher import FlowBlock, Teacher, check_view, view_branch
+from alaya.models.teacher import FlowBlock, Teacher, apply_view, check_view, pixel_features, view_branch
 from alaya.nn.blocks import conv
 from alaya.nn.conditioning import timestep_embedding
 from alaya.nn.pretrained import from_pretrained, save_pretrained
@@ -44,7 +44,8 @@ class StudentConfig:
     noise: str = "frame"              # sampling noise per stream: "frame" (fresh for every frame) or
                                       # "fixed" (the same for every frame: less flicker)
     sigma_data: float = 0.75          # > 0: EDM-preconditioned data prediction, as the teacher
-    view_channels: int = 0            # > 0: a view branch as the teacher's (``gbuffer.view_input``)
+    view_channels: int = 0            # > 0: a view branch as the teacher's (``gbuffer.model_view_input``)
+    view_pixel: int = 0               # the teacher's per-pixel view features
 
 
 def latent_flow(motion: torch.Tensor, factor: int = 8) -> torch.Tensor:
@@ -126,7 +127,8 @@ class Student(nn.Module):
         self.stem = conv(c.latent_channels, w0)
         self.cond_stem = conv(c.gbuffer_channels + c.context * (c.latent_channels + 1), w0)
         nn.init.zeros_(self.cond_stem.bias)
-        self.view = view_branch(c.view_channels, w0) if c.view_channels else None
+        self.view = view_branch(c.view_channels + c.view_pixel, w0) if c.view_channels else None
+        self.view_pixel = pixel_features(c.view_channels, c.view_pixel) if c.view_channels and c.view_pixel else None
         self.down0 = nn.ModuleList(FlowBlock(w0, w0, c.emb_dim, 3, causal=True) for _ in range(c.blocks))
         self.down = nn.Conv2d(w0, w1, 3, 2, 1)
         self.mid = nn.ModuleList(FlowBlock(w1, w1, c.emb_dim, 3, causal=True) for _ in range(2 * c.blocks))
@@ -155,7 +157,7 @@ class Student(nn.Module):
         if view is None:
             return features
         check_view(view[:, None], self.config.view_channels, (B, 1, 0, h, w))
-        return features + self.view(view.to(features.dtype))
+        return features + apply_view(self.view, self.view_pixel, view.to(features.dtype))
 
     def forward(self, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor, gbuffer: torch.Tensor,
                 text: torch.Tensor, context: torch.Tensor, context_valid: torch.Tensor,

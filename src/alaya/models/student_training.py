@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.gbuffer import gbuffer_input
+from alaya.codecs.gbuffer import VIEW_INPUT_CHANNELS, gbuffer_input
 from alaya.codecs.latent_cache import build_latent_cache
 from alaya.codecs.tiny import TinyGBufferEncoder
 from alaya.data.dataset import ClipDataset
@@ -95,10 +95,10 @@ class StudentTrainConfig:
 
 class StudentClips(LatentClips):
     """Cached latents plus each frame's latent flow (and, for the ``tiny`` stage, the tiny
-    encoder's G-buffer latents; with ``view``, each frame's view input)."""
+    encoder's G-buffer latents; with ``view`` channels, each frame's view input)."""
 
     def __init__(self, data: str, folder, split: str, encoder: PromptEncoder,
-                 tiny: TinyGBufferEncoder | None = None, factor: int = 8, view: bool = False):
+                 tiny: TinyGBufferEncoder | None = None, factor: int = 8, view: int = 0):
         super().__init__(data, folder, split, encoder, view)
         ds = ClipDataset(data)
         flows, tiny_g = [], []
@@ -131,7 +131,7 @@ class StudentClips(LatentClips):
         frames = torch.as_tensor(frames)
         v = self.view[torch.from_numpy(c).view(-1, *([1] * (frames.ndim - 1))), frames].float()
         if drop is not None:
-            v[torch.from_numpy(drop)] = 0.0
+            v[torch.from_numpy(drop), ..., :VIEW_INPUT_CHANNELS, :, :] = 0.0   # the camera, not the G-buffer
         return v
 
     def context(self, c, st, f, K: int, noise: float, rng: np.random.Generator, start_fraction: float):
@@ -205,11 +205,11 @@ def build_student(cfg: StudentTrainConfig, teacher: Teacher) -> Student:
         return Student.from_pretrained(cfg.init)
     tc = teacher.config
     if cfg.student:                               # the teacher's view input, if any, is the student's too
-        scfg = dataclasses.replace(cfg.student, view_channels=tc.view_channels)
+        scfg = dataclasses.replace(cfg.student, view_channels=tc.view_channels, view_pixel=tc.view_pixel)
     else:
         scfg = StudentConfig(latent_channels=tc.latent_channels, gbuffer_channels=tc.gbuffer_channels,
                              text_dim=tc.text_dim, emb_dim=tc.emb_dim, sigma_data=tc.sigma_data,
-                             view_channels=tc.view_channels,
+                             view_channels=tc.view_channels, view_pixel=tc.view_pixel,
                              **({"widths": tuple(cfg.widths)} if cfg.widths else {}),
                              **({"blocks": cfg.blocks} if cfg.blocks else {}))
     student = Student(scfg)
@@ -235,7 +235,7 @@ def train_student(cfg: StudentTrainConfig) -> Student:
     folder = build_latent_cache(cfg.data, ae, progress=tc.progress)
     tiny = TinyGBufferEncoder.from_pretrained(cfg.tiny_encoder).eval() if cfg.stage == "tiny" else None
     encoder = PromptEncoder()
-    train = StudentClips(cfg.data, folder, "train", encoder, tiny, view=teacher.config.view_channels > 0)
+    train = StudentClips(cfg.data, folder, "train", encoder, tiny, view=teacher.config.view_channels)
     student = build_student(cfg, teacher)
     frozen = copy.deepcopy(student).eval().requires_grad_(False) if cfg.stage in ("steps", "tiny") else None
     if cfg.stage == "steps":

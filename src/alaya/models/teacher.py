@@ -33,7 +33,10 @@ class TeacherConfig:
     prompt_dropout: float = 0.1
     sigma_data: float = 0.0       # > 0: EDM preconditioning, the network predicts data (see forward)
     view_channels: int = 0        # > 0: also read ``gbuffer.view_input`` (world-space normal and
-                                  # view ray) at pixel resolution, 8x8 pixels per latent cell
+                                  # view ray) at pixel resolution, 8x8 pixels per latent cell;
+                                  # ``PIXEL_VIEW_CHANNELS``: the raw G-buffer follows it
+    view_pixel: int = 0           # > 0: a per-pixel MLP adds this many features to the view input
+                                  # before its 8x8 blocks are read (shading is per pixel)
 
 
 # Named sizes. "small" is what we train and ship on a 2-core CPU; "base" is the same design at
@@ -80,6 +83,21 @@ def view_branch(channels: int, width: int) -> nn.Sequential:
     return branch
 
 
+def pixel_features(channels: int, features: int) -> nn.Sequential:
+    """Per-pixel MLP (two 1x1 convolutions, no biases: zero in, zero out) whose ``features``
+    outputs ``apply_view`` appends to the view input, so that the blocked branch can read
+    per-pixel products (albedo times a light term) that a linear map of a block cannot form."""
+    return nn.Sequential(nn.Conv2d(channels, features, 1, bias=False), nn.SiLU(),
+                         nn.Conv2d(features, features, 1, bias=False), nn.SiLU())
+
+
+def apply_view(branch: nn.Module, pixel: nn.Module | None, view: torch.Tensor) -> torch.Tensor:
+    """Stem features of a view input (N, V, 8h, 8w) through ``view_branch`` (and ``pixel_features``)."""
+    if pixel is not None:
+        view = torch.cat([view, pixel(view)], 1)
+    return branch(view)
+
+
 def check_view(view: torch.Tensor | None, channels: int, shape: tuple[int, ...]) -> None:
     """``view`` must be None or (B, T, channels, 8h, 8w) for latents of ``shape`` (B, T, C, h, w)."""
     if view is None:
@@ -102,7 +120,8 @@ class Teacher(nn.Module):
         self.time_mlp = nn.Sequential(nn.Linear(c.emb_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
         self.text_mlp = nn.Sequential(nn.Linear(c.text_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
         self.stem = conv(c.latent_channels + c.gbuffer_channels, w0)
-        self.view = view_branch(c.view_channels, w0) if c.view_channels else None
+        self.view = view_branch(c.view_channels + c.view_pixel, w0) if c.view_channels else None
+        self.view_pixel = pixel_features(c.view_channels, c.view_pixel) if c.view_channels and c.view_pixel else None
         self.down0 = nn.ModuleList(FlowBlock(w0, w0, c.emb_dim, k, self.causal) for _ in range(c.blocks))
         self.down = nn.Conv2d(w0, w1, 3, 2, 1)
         self.mid = nn.ModuleList(FlowBlock(w1, w1, c.emb_dim, k, self.causal) for _ in range(2 * c.blocks))
@@ -150,7 +169,7 @@ class Teacher(nn.Module):
             c_in, c_skip, c_out = (k.reshape(B, 1, 1, 1, 1) for k in edm_coefficients(t.float(), c.sigma_data))
         x = self.stem(torch.cat([z * c_in if pre else z, gbuffer], 2).reshape(B * T, -1, h, w))
         if view is not None:
-            x = x + self.view(view.reshape(B * T, -1, 8 * h, 8 * w).to(x.dtype))
+            x = x + apply_view(self.view, self.view_pixel, view.reshape(B * T, -1, 8 * h, 8 * w).to(x.dtype))
         for blk in self.down0:
             x = blk(x, emb, T)
         skip = x

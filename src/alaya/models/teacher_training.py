@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.gbuffer import VIEW_INPUT_CHANNELS, view_input
+from alaya.codecs.gbuffer import PIXEL_VIEW_CHANNELS, VIEW_INPUT_CHANNELS, model_view_input
 from alaya.codecs.latent_cache import build_latent_cache, load_latents
 from alaya.data.dataset import ClipDataset
 from alaya.diffusion.flow import flow_matching_loss, logit_normal_t, with_share_at_one, x_prediction_loss
@@ -55,7 +55,10 @@ class TeacherTrainConfig:
                                               # predicted velocity, later phases data)
     view: bool = False                        # give the model the view input (world-space normal and
                                               # view ray, ``gbuffer.view_input``) through a view branch
-    view_dropout: float = 0.1                 # share of samples shown a zero view (camera unknown)
+    view_gbuffer: bool = False                # with ``view``: the raw G-buffer follows the view input
+                                              # (``PIXEL_VIEW_CHANNELS``), the G-buffer at pixel resolution
+    view_pixel: int = 0                       # with ``view``: per-pixel MLP features (``pixel_features``)
+    view_dropout: float = 0.1                 # share of samples shown a zero camera (camera unknown)
     store_half: bool = False                  # write the weights as float16 (half the bytes)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/teacher", batch_size=8,
                                                                    lr=3e-4))
@@ -65,7 +68,7 @@ class LatentClips:
     """Cached latents of one split in memory (on the training device: ``to``), with the prompt
     embeddings of every style; ``batch`` returns tensors on that device."""
 
-    def __init__(self, data: str, folder, split: str, encoder: PromptEncoder, view: bool = False):
+    def __init__(self, data: str, folder, split: str, encoder: PromptEncoder, view: int = 0):
         ds = ClipDataset(data)
         ids = ds.ids(split)
         if not ids:
@@ -74,7 +77,8 @@ class LatentClips:
         self.styles = loaded[0][1]
         self.rgb = torch.stack([t["rgb"] for t, _ in loaded])          # (N, S, T, C, h, w)
         self.gbuffer = torch.stack([t["gbuffer"] for t, _ in loaded])  # (N, T, G, h, w)
-        self.view = torch.stack([clip_view_input(ds, cid) for cid in ids]) if view else None  # (N, T, V, H, W)
+        # (N, T, V, H, W) float16, ``view`` = V channels (``gbuffer.model_view_input``; 0: none)
+        self.view = torch.stack([clip_view_input(ds, cid, view) for cid in ids]) if view else None
         self.phrasings = [encoder.encode(ds.meta.styles[s]["phrasings"]) for s in self.styles]
 
     def to(self, device: torch.device) -> "LatentClips":
@@ -86,7 +90,7 @@ class LatentClips:
     def batch(self, size: int, frames: int, seed: int, index: int, dropout: float,
               text_noise: float = 0.0, t_mean: float = 0.0, t_one: float = 0.0, view_dropout: float = 0.0):
         """(x, g, text, t, eps, view) on the data's device; ``view`` is None without view inputs,
-        else zero for a ``view_dropout`` share of the samples."""
+        else its camera channels are zero for a ``view_dropout`` share of the samples."""
         n, s, t = self.rgb.shape[:3]
         if frames > t:
             raise ValueError(f"window of {frames} frames but clips have {t}")
@@ -112,17 +116,35 @@ class LatentClips:
         view = None
         if self.view is not None:
             view = self.view[ci, win].float()
-            view[torch.from_numpy(rng.random(size) < view_dropout).to(device)] = 0.0
+            view[torch.from_numpy(rng.random(size) < view_dropout).to(device), :, :VIEW_INPUT_CHANNELS] = 0.0
         return x, g, text.to(device), times.to(device), eps, view
 
 
-def clip_view_input(ds: ClipDataset, clip_id: str) -> torch.Tensor:
-    """float16 (T, 8, H, W) ``view_input`` of one clip (its normals, K and camera poses)."""
-    d = ds.load(clip_id, ("normal", "K", "world_to_camera"))
+def clip_view_input(ds: ClipDataset, clip_id: str, channels: int = VIEW_INPUT_CHANNELS) -> torch.Tensor:
+    """float16 (T, channels, H, W) ``gbuffer.model_view_input`` of one clip (its camera and,
+    for ``PIXEL_VIEW_CHANNELS``, its G-buffer)."""
+    keys = ("normal", "K", "world_to_camera") + (("depth", "albedo", "roughness", "metallic")
+                                                 if channels == PIXEL_VIEW_CHANNELS else ())
+    d = ds.load(clip_id, keys)
     try:
-        return view_input(d["normal"], d["K"], d["world_to_camera"]).half()
+        return model_view_input(d, channels).half()
     except ValueError as e:
         raise ValueError(f"{ds.path(clip_id)}: {e}") from None
+
+
+def grow_view_input(state: dict[str, torch.Tensor], own: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` with its view branch's input layer widened to the model's (``own``) by zero
+    columns: an init whose view input is a prefix of the model's (the camera only, then the raw
+    G-buffer and per-pixel features) computes what it computed before, the new inputs unread."""
+    key = "view.1.weight"
+    if key in state and key in own and state[key].shape != own[key].shape:
+        old, new = state[key], own[key]
+        if old.shape[0] != new.shape[0] or old.shape[1] > new.shape[1] or old.shape[2:] != new.shape[2:]:
+            raise ValueError(f"{key}: the init's {tuple(old.shape)} cannot grow into {tuple(new.shape)}")
+        grown = torch.zeros(new.shape, dtype=old.dtype)
+        grown[:, :old.shape[1]] = old
+        state = {**state, key: grown}
+    return state
 
 
 def training_times(n: int, gen: torch.Generator, rng: np.random.Generator, t_mean: float = 0.0,
@@ -158,14 +180,16 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
     device = resolve_device(cfg.train.device)
     folder = build_latent_cache(cfg.data, ae, progress=cfg.train.progress, device=device)
     encoder = PromptEncoder()
-    train, val = (LatentClips(cfg.data, folder, s, encoder, cfg.view).to(device) for s in ("train", "val"))
+    view_channels = 0 if not cfg.view else PIXEL_VIEW_CHANNELS if cfg.view_gbuffer else VIEW_INPUT_CHANNELS
+    view_pixel = cfg.view_pixel if cfg.view else 0
+    train, val = (LatentClips(cfg.data, folder, s, encoder, view_channels).to(device) for s in ("train", "val"))
     C = ae.latent_channels
     tc = cfg.train
     torch.manual_seed(tc.seed)
-    view_channels = VIEW_INPUT_CHANNELS if cfg.view else 0          # ``view`` decides, whatever the config says
-    model = Teacher(dataclasses.replace(cfg.teacher, view_channels=view_channels) if cfg.teacher else
+    view = dict(view_channels=view_channels, view_pixel=view_pixel)   # ``view*`` decide, whatever the config says
+    model = Teacher(dataclasses.replace(cfg.teacher, **view) if cfg.teacher else
                     teacher_config(cfg.preset, latent_channels=C, gbuffer_channels=5 * C,
-                                   prompt_dropout=cfg.prompt_dropout, view_channels=view_channels))
+                                   prompt_dropout=cfg.prompt_dropout, **view))
 
     sigma_data = model.config.sigma_data
     weight = (latent_channel_weights(ae, cfg.pixel_weighting).view(1, 1, -1, 1, 1).to(device)
@@ -194,8 +218,9 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
         from safetensors.torch import load_file
         reset = () if cfg.init_keep_output else ("out.",)     # prefixes left at their initialisation
         state = {k: v for k, v in load_file(cfg.init).items() if not k.startswith(reset)}
+        state = grow_view_input(state, model.state_dict())
         missing, unexpected = model.load_state_dict(state, strict=False)
-        new = reset + ("view.",)                               # a view branch the init lacks starts at zero
+        new = reset + ("view.", "view_pixel.")                 # a view branch the init lacks starts at zero
         if unexpected or any(not k.startswith(new) for k in missing):
             raise ValueError(f"{cfg.init}: does not fit the teacher (missing {missing[:4]}, unexpected {unexpected[:4]})")
     trainer = Trainer(model, tc, loss_fn, validate, on_any_device=True,
@@ -207,6 +232,7 @@ def train_teacher(cfg: TeacherTrainConfig) -> Teacher:
                                                 "text_noise": cfg.text_noise, "preset": cfg.preset,
                                                 "t_mean": cfg.t_mean, "t_one": cfg.t_one, "pixel_weighting": cfg.pixel_weighting,
                                                 "view_dropout": cfg.view_dropout if cfg.view else None,
+                                                "view_gbuffer": cfg.view_gbuffer if cfg.view else None,
                                                 "run_dir": tc.run_dir, "autoencoder": cfg.autoencoder,
                                                 "hardware": hardware_line(trainer.device, tc.bf16,
                                                                           trainer.dist.world_size)},

@@ -5,7 +5,8 @@ full codec (``teacher_gbuffer_latents``), and the teacher integrates its flow fr
 latents in windows of ``window`` frames (bidirectional in time within a window); the full
 decoder turns latents into frames. Sampling is deterministic given ``seed``. A teacher with a
 view branch also reads the camera (``K`` and ``world_to_camera``, as clips store them) as
-``view_input``; without them it renders with the camera unknown.
+``view_input`` (and, where its view input carries it, the raw G-buffer at pixel resolution:
+``gbuffer.model_view_input``); without them it renders with the camera unknown.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input, teacher_gbuffer_latents, view_input
+from alaya.codecs.gbuffer import VIEW_INPUT_CHANNELS, check_gbuffer, gbuffer_input, model_view_input, teacher_gbuffer_latents
 from alaya.diffusion.flow import sample_euler, sample_heun, time_grid
 from alaya.models.teacher import Teacher
 from alaya.text import PromptEncoder
@@ -62,9 +63,10 @@ class TeacherRenderer:
     def view(self, gbuffer: dict[str, np.ndarray]) -> torch.Tensor | None:
         """(T, V, H, W) view input of a clip for a view teacher, if it has ``K`` and
         ``world_to_camera``; else None (camera unknown)."""
-        if not self.teacher.config.view_channels or "K" not in gbuffer or "world_to_camera" not in gbuffer:
+        V = self.teacher.config.view_channels
+        if not V or (V == VIEW_INPUT_CHANNELS and ("K" not in gbuffer or "world_to_camera" not in gbuffer)):
             return None
-        return view_input(gbuffer["normal"], gbuffer["K"], gbuffer["world_to_camera"])
+        return model_view_input(gbuffer, V)          # zero camera channels without K and world_to_camera
 
     @torch.no_grad()
     def sample_latents(self, g: torch.Tensor, text: torch.Tensor, seed: int = 0,

@@ -4,7 +4,7 @@ A frame of the Flash renderer is three kinds of network call:
 
 - ``frame(x, context, valid, view) -> (g, features)``: the tiny G-buffer encoder on the raw
   G-buffer ``x`` (1, 9, H, W) and the student's per-frame input features (``Student.condition``;
-  ``view`` (1, 8, H, W), ``gbuffer.view_input``, only for a student with a view branch, else None);
+  ``view`` (1, V, H, W), ``gbuffer.model_view_input``, only for a student with a view branch, else None);
 - ``step(z, r, t, text, features) -> u``: one student step (``Student.velocity``), ``steps``
   times per frame;
 - ``decode(z, previous) -> (rgb, state)``: the tiny streaming decoder, ``previous`` being its

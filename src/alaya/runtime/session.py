@@ -19,8 +19,9 @@ is generated with it, nothing is restarted or dropped.
 
 A student with a view branch also reads the camera: each frame's ``world_to_camera`` (4, 4) and
 the intrinsics ``K`` (3, 3), from the frame or, for K, the session (``intrinsics``); the engine's
-frames carry both. A frame without them renders with the camera unknown (a zero view input, as
-the student saw in training for a share of its samples).
+frames carry both. A frame without them renders with the camera unknown (zero camera channels
+in the view input, as the student saw in training for a share of its samples); a student whose
+view input also carries the raw G-buffer (``gbuffer.PIXEL_VIEW_CHANNELS``) still reads that.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import torch
 
-from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input, view_input
+from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input, model_view_input
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student, latent_flow, push_context, warp_context
 from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
@@ -118,9 +119,13 @@ class RenderSession:
         if not V:
             return None
         K = frame.get("K", self.intrinsics)
-        if K is None or "world_to_camera" not in frame:
-            return torch.zeros(1, V, H, W)
-        return view_input(np.asarray(frame["normal"])[None], K, np.asarray(frame["world_to_camera"])[None])
+        w2c = frame.get("world_to_camera")
+        arrays = {k: np.asarray(frame[k])[None] for k in ("normal", "depth", "albedo", "roughness", "metallic")}
+        if K is None or w2c is None:
+            K = w2c = None                                  # camera unknown: zero camera channels
+        else:
+            w2c = np.asarray(w2c)[None]
+        return model_view_input(arrays, V, K, w2c)
 
     @torch.no_grad()
     def _advance(self, frame: Mapping[str, np.ndarray]):
