@@ -70,7 +70,7 @@ def _renderer(model: str, weights: str | None, autoencoder: str, sampler, backen
 def _sampler(a: argparse.Namespace):
     from alaya.renderers import SamplerConfig
     return SamplerConfig(steps=a.steps, guidance=a.guidance, sampler=a.sampler, shift=a.shift,
-                         window=a.window)
+                         window=a.window, noise_scale=a.noise_scale)
 
 
 def _render(a: argparse.Namespace) -> int:
@@ -230,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--sampler", default="euler", choices=["euler", "heun"])
         q.add_argument("--shift", type=float, default=1.0, help="time-grid shift (>1: more steps at high noise)")
         q.add_argument("--window", type=int, default=16, help="frames generated jointly")
+        q.add_argument("--noise-scale", type=float, default=1.0,
+                       help="teacher: scale of the starting noise (< 1: less spread, nearer the mean)")
         q.add_argument("--seed", type=int, default=0)
 
     r = sub.add_parser("render", help="G-buffers + a prompt -> video (mp4, gif or png frames)")

@@ -46,6 +46,17 @@ def test_render_shapes_determinism_and_prompt(tiny_weights, tiny_dataset):
     assert not np.array_equal(a, r.render(clip, "a clear sunny noon", seed=2))
 
 
+def test_noise_scale_zero_removes_the_seed_and_bad_scales_are_refused(tiny_weights, tiny_dataset):
+    """A zero starting noise makes the sample a function of the G-buffer and the prompt alone."""
+    clip = clip_of(tiny_dataset)
+    r = renderer(tiny_weights, noise_scale=0.0)
+    assert np.array_equal(r.render(clip, "toon", seed=1), r.render(clip, "toon", seed=2))
+    half = renderer(tiny_weights, noise_scale=0.5)
+    assert not np.array_equal(half.render(clip, "toon", seed=1), half.render(clip, "toon", seed=2))
+    with pytest.raises(ValueError, match="noise_scale"):
+        SamplerConfig(noise_scale=1.5)
+
+
 def test_windows_cover_every_frame(tiny_weights, tiny_dataset):
     clip = clip_of(tiny_dataset)
     out = renderer(tiny_weights, window=2).render(clip, "toon", seed=0)

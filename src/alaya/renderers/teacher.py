@@ -33,12 +33,16 @@ class SamplerConfig:
     sampler: str = "euler"
     shift: float = 1.0             # > 1 spends more steps at high noise (SD3)
     window: int = 16               # frames generated jointly
+    noise_scale: float = 1.0       # the starting noise's scale (a temperature): < 1 trades the
+                                   # samples' spread for fidelity to the conditional mean
 
     def __post_init__(self):
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {sorted(SAMPLERS)}, got '{self.sampler}'")
         if self.steps < 1 or self.window < 1:
             raise ValueError(f"steps and window must be >= 1, got {self.steps}, {self.window}")
+        if not 0.0 <= self.noise_scale <= 1.0:
+            raise ValueError(f"noise_scale must be in [0, 1], got {self.noise_scale}")
 
 
 class TeacherRenderer:
@@ -77,7 +81,7 @@ class TeacherRenderer:
         T, _, h, w = g.shape
         C = self.teacher.config.latent_channels
         gen = torch.Generator().manual_seed(seed)
-        noise = torch.randn(1, T, C, h, w, generator=gen)
+        noise = torch.randn(1, T, C, h, w, generator=gen) * s.noise_scale
         text = text.reshape(1, -1)
         ts = time_grid(s.steps, s.shift)
         out = []
