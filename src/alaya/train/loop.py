@@ -28,6 +28,7 @@ import math
 import os
 import platform
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,12 +93,29 @@ def resolve_device(name: str, on_any_device: bool = True, recipe: str = "this re
     return device
 
 
+def cpu_info(path: str = "/proc/cpuinfo") -> tuple[str, bool | None]:
+    """(model name, whether the CPU has native bf16 arithmetic: avx512_bf16 or amx_bf16) from
+    ``path``; ("", None) where it cannot be read (not Linux). Without native bf16, CPU autocast
+    to bf16 is emulated: measured 2.4x slower than fp32 for the teacher on an AVX-512 Xeon
+    without it, against 3x faster on an AMD EPYC with it."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return "", None
+    name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "")
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith(("flags", "Features"))), [])
+    return name, any(f in flags for f in ("avx512_bf16", "amx_bf16", "bf16"))
+
+
 def hardware_line(device: torch.device, bf16: bool, world_size: int = 1) -> str:
     """What a run trained on, for its model card: e.g. '1 x NVIDIA H200, PyTorch 2.11.0, bf16 autocast'."""
     precision = "bf16 autocast" if bf16 else "fp32"
     if device.type == "cuda":
         return f"{world_size} x {torch.cuda.get_device_name(device)}, PyTorch {torch.__version__}, {precision}"
-    return f"{world_size} x {os.cpu_count()}-core {platform.machine()} CPU, PyTorch {torch.__version__}, {precision}"
+    name, native = cpu_info()
+    about = f" ({name}{', native bf16' if native else ', no native bf16' if native is False else ''})" if name else ""
+    return (f"{world_size} x {os.cpu_count()}-core {platform.machine()} CPU{about}, PyTorch {torch.__version__}, "
+            f"{precision}")
 
 
 def module_device(module: torch.nn.Module) -> torch.device:
@@ -158,6 +176,9 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
         info = self.dist
+        if cfg.bf16 and self.device.type == "cpu" and cpu_info()[1] is False and info.is_main:
+            warnings.warn("--bf16 on a CPU without native bf16 (no avx512_bf16 / amx_bf16): autocast is "
+                          "emulated and slower than fp32 here; drop --bf16", stacklevel=2)
         if info.is_main:
             atomic_write_text(self.run_dir / "config.json", json.dumps(
                 {"train": dataclasses.asdict(cfg), "world_size": info.world_size, **self.describe},
