@@ -141,3 +141,17 @@ def test_per_pixel_view_features_keep_zero_in_zero_out():
     moved = (m(z, t, g, txt, view=other) - m(z, t, g, txt, view=view)).abs()
     assert moved[1].max() == 0                  # another sample does not see it
     assert moved[0, 1].amax(dim=0)[0, 0] > 0
+
+
+def test_view_features_once_equal_the_view_every_step():
+    """A sampler computes the view branch once per window: same output as passing the view."""
+    cfg = TeacherConfig(**{**TINY.__dict__, "view_channels": 3, "view_pixel": 4})
+    z, t, g, txt = inputs()
+    view = torch.randn(2, 3, 3, 32, 48)
+    m = randomised(cfg)
+    features = m.view_features(view, z.shape)
+    assert torch.allclose(m(z, t, g, txt, view=view), m(z, t, g, txt, view_features=features), atol=1e-6)
+    with pytest.raises(ValueError, match="not both"):
+        m(z, t, g, txt, view=view, view_features=features)
+    with pytest.raises(ValueError, match="view_features"):
+        m(z, t, g, txt, view_features=features[:, :8])

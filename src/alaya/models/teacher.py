@@ -136,8 +136,17 @@ class Teacher(nn.Module):
     def embed(self, t: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         return self.time_mlp(timestep_embedding(t, self.config.emb_dim)) + self.text_mlp(text)
 
+    def view_features(self, view: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+        """The view branch's stem features (B*T, widths[0], h, w) of a view input (B, T, V, 8h, 8w)
+        for latents of ``shape`` (B, T, C, h, w): the same at every sampling step, so a sampler
+        computes them once (``forward(..., view_features=...)``)."""
+        check_view(view, self.config.view_channels, shape)
+        B, T, _, h, w = shape
+        return apply_view(self.view, self.view_pixel, view.reshape(B * T, -1, 8 * h, 8 * w))
+
     def forward(self, z: torch.Tensor, t: torch.Tensor, gbuffer: torch.Tensor,
-                text: torch.Tensor, output: str = "v", view: torch.Tensor | None = None) -> torch.Tensor:
+                text: torch.Tensor, output: str = "v", view: torch.Tensor | None = None,
+                view_features: torch.Tensor | None = None) -> torch.Tensor:
         """Velocity ``eps - x`` (``output="v"``) or the data estimate (``output="x"``) for noisy
         latents ``z`` (B, T, C, h, w) at times ``t`` (B,).
 
@@ -149,7 +158,8 @@ class Teacher(nn.Module):
 
         ``view`` (B, T, view_channels, 8h, 8w), ``gbuffer.view_input`` per frame, is optional for
         a model with a view branch: None (or zeros, which training's view dropout shows it) means
-        the camera is unknown and the branch adds nothing."""
+        the camera is unknown and the branch adds nothing. ``view_features``, instead of ``view``:
+        ``view_features(view, z.shape)``, computed once for every step of a sample."""
         if output not in ("v", "x"):
             raise ValueError(f"output must be 'v' or 'x', got {output!r}")
         c = self.config
@@ -162,7 +172,11 @@ class Teacher(nn.Module):
             raise ValueError(f"text must be (B, {c.text_dim}) and t (B,), got {tuple(text.shape)}, {tuple(t.shape)}")
         if h % 2 or w % 2:
             raise ValueError(f"latent size must be even, got {h}x{w}")
+        if view is not None and view_features is not None:
+            raise ValueError("pass view or view_features, not both")
         check_view(view, c.view_channels, z.shape)
+        if view_features is not None and view_features.shape != (B * T, c.widths[0], h, w):
+            raise ValueError(f"view_features: expected {(B * T, c.widths[0], h, w)}, got {tuple(view_features.shape)}")
         emb = self.embed(t, text).repeat_interleave(T, 0)                    # (B*T, E)
         pre = c.sigma_data > 0
         if pre:
@@ -170,6 +184,8 @@ class Teacher(nn.Module):
         x = self.stem(torch.cat([z * c_in if pre else z, gbuffer], 2).reshape(B * T, -1, h, w))
         if view is not None:
             x = x + apply_view(self.view, self.view_pixel, view.reshape(B * T, -1, 8 * h, 8 * w).to(x.dtype))
+        elif view_features is not None:
+            x = x + view_features.to(x.dtype)
         for blk in self.down0:
             x = blk(x, emb, T)
         skip = x

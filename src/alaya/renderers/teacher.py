@@ -87,11 +87,12 @@ class TeacherRenderer:
         out = []
         for a in range(0, T, s.window):
             gw = g[None, a:a + s.window]
-            vw = None if view is None else view[None, a:a + s.window]
-            cond = {"gbuffer": gw, "text": text, "view": vw,
-                    "uncond": {"gbuffer": gw, "text": torch.zeros_like(text), "view": vw}}
-            z = SAMPLERS[s.sampler](lambda z, t, **c: self.teacher(z, t, **c), noise[:, a:a + s.window], ts,
-                                    cond, s.guidance)
+            zw = noise[:, a:a + s.window]
+            # the view branch's features do not change with the step: computed once per window
+            vf = None if view is None else self.teacher.view_features(view[None, a:a + s.window], zw.shape)
+            cond = {"gbuffer": gw, "text": text, "view_features": vf,
+                    "uncond": {"gbuffer": gw, "text": torch.zeros_like(text), "view_features": vf}}
+            z = SAMPLERS[s.sampler](lambda z, t, **c: self.teacher(z, t, **c), zw, ts, cond, s.guidance)
             out.append(z[0])
         return torch.cat(out)
 
