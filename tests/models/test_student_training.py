@@ -102,11 +102,14 @@ def test_new_student_takes_the_teachers_shape(tiny_models):
     assert all(torch.equal(own[k], theirs[k]) for k in shared)
 
 
-def test_stages_with_a_view_teacher(tiny_dataset, tiny_models, tmp_path):
+@pytest.mark.parametrize("channels, pixel", [(8, 0), (17, 4)])
+def test_stages_with_a_view_teacher(tiny_dataset, tiny_models, tmp_path, channels, pixel):
     """A teacher with a view branch gives the student one (copied), and the stages that call the
-    teacher, roll the student out or match a frozen copy feed both the clips' cameras."""
+    teacher, roll the student out or match a frozen copy feed both the clips' cameras (and, with
+    17 channels, their G-buffers at pixel resolution)."""
     torch.manual_seed(0)
-    teacher = Teacher(teacher_config("tiny", latent_channels=4, gbuffer_channels=20, widths=(8, 16), view_channels=8))
+    teacher = Teacher(teacher_config("tiny", latent_channels=4, gbuffer_channels=20, widths=(8, 16),
+                                     view_channels=channels, view_pixel=pixel))
     with torch.no_grad():
         for p in teacher.parameters():
             p.add_(torch.randn_like(p) * 0.05)
@@ -123,6 +126,7 @@ def test_stages_with_a_view_teacher(tiny_dataset, tiny_models, tmp_path):
                               ckpt_every=2, progress=False, warmup=1, lr=1e-3)))
         init = str(tmp_path / stage)
         s = Student.from_pretrained(init)
-        assert s.config.view_channels == 8 and s.view is not None
+        assert s.config.view_channels == channels and s.config.view_pixel == pixel and s.view is not None
+        assert (s.view_pixel is not None) == (pixel > 0)
     first = Student.from_pretrained(tmp_path / "ar")
     assert not torch.equal(first.view[3].weight, teacher.view[3].weight)   # trained, from the teacher's
