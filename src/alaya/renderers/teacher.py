@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.gbuffer import VIEW_INPUT_CHANNELS, check_gbuffer, gbuffer_input, model_view_input, teacher_gbuffer_latents
+from alaya.codecs.gbuffer import (VIEW_INPUT_CHANNELS, check_gbuffer, gbuffer_input, model_view_input,
+                                  teacher_gbuffer_latents)
 from alaya.diffusion.flow import sample_euler, sample_heun, time_grid
 from alaya.models.teacher import Teacher
 from alaya.text import PromptEncoder
@@ -65,8 +66,9 @@ class TeacherRenderer:
         return torch.cat([teacher_gbuffer_latents(self.autoencoder, x[i:i + 32]) for i in range(0, len(x), 32)])
 
     def view(self, gbuffer: dict[str, np.ndarray]) -> torch.Tensor | None:
-        """(T, V, H, W) view input of a clip for a view teacher, if it has ``K`` and
-        ``world_to_camera``; else None (camera unknown)."""
+        """(T, V, H, W) view input of a clip for a view teacher: None (camera unknown) for a
+        camera-only teacher when the clip lacks ``K`` or ``world_to_camera``; a teacher whose view
+        input carries the G-buffer gets it always, its camera channels zero without a camera."""
         V = self.teacher.config.view_channels
         if not V or (V == VIEW_INPUT_CHANNELS and ("K" not in gbuffer or "world_to_camera" not in gbuffer)):
             return None
