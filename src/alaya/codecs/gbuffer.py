@@ -136,14 +136,16 @@ def view_input(normal: np.ndarray | torch.Tensor, K: np.ndarray | torch.Tensor,
 PIXEL_VIEW_CHANNELS = VIEW_INPUT_CHANNELS + GBUFFER_INPUT_CHANNELS   # 17
 
 
-def model_view_input(gbuffer: Mapping, channels: int, K=None, world_to_camera=None) -> torch.Tensor | None:
+def model_view_input(gbuffer: Mapping, channels: int, K=None, world_to_camera=None,
+                     raw: torch.Tensor | None = None) -> torch.Tensor | None:
     """The view input (N, channels, H, W) a model with ``channels`` view channels reads, or None
     for a model without a view branch.
 
     The camera comes from ``K`` and ``world_to_camera`` or, where those are None, from the keys of
     the same names in ``gbuffer``; without a camera the ``view_input`` channels are zero (the camera
     unknown, as training's view dropout shows it). ``channels`` is ``VIEW_INPUT_CHANNELS`` (the
-    camera only) or ``PIXEL_VIEW_CHANNELS`` (the camera, then the raw G-buffer, always present).
+    camera only) or ``PIXEL_VIEW_CHANNELS`` (the camera, then the raw G-buffer, always present;
+    ``raw``: its ``gbuffer_input`` where the caller already has it).
     """
     if not channels:
         return None
@@ -161,4 +163,6 @@ def model_view_input(gbuffer: Mapping, channels: int, K=None, world_to_camera=No
         view = view_input(normal, K, world_to_camera)
     if channels == VIEW_INPUT_CHANNELS:
         return view
-    return torch.cat([view, gbuffer_input({k: gbuffer[k] for k in MODALITIES if k in gbuffer})], 1)
+    if raw is None:
+        raw = gbuffer_input({k: gbuffer[k] for k in MODALITIES if k in gbuffer})
+    return torch.cat([view, raw], 1)

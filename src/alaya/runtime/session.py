@@ -113,19 +113,19 @@ class RenderSession:
             raise ValueError("G-buffer 'motion' contains NaN or infinite values")
         return H, W
 
-    def _view(self, frame: Mapping[str, np.ndarray], H: int, W: int) -> torch.Tensor | None:
-        """The frame's view input (1, V, H, W) for a view student (zeros without a camera), else None."""
+    def _view(self, frame: Mapping[str, np.ndarray], raw: torch.Tensor) -> torch.Tensor | None:
+        """The frame's view input (1, V, H, W) for a view student (zero camera channels without a
+        camera), else None; ``raw`` is the frame's ``gbuffer_input``."""
         V = self.student.config.view_channels
         if not V:
             return None
         K = frame.get("K", self.intrinsics)
         w2c = frame.get("world_to_camera")
-        arrays = {k: np.asarray(frame[k])[None] for k in ("normal", "depth", "albedo", "roughness", "metallic")}
         if K is None or w2c is None:
             K = w2c = None                                  # camera unknown: zero camera channels
         else:
             w2c = np.asarray(w2c)[None]
-        return model_view_input(arrays, V, K, w2c)
+        return model_view_input({"normal": np.asarray(frame["normal"])[None]}, V, K, w2c, raw=raw)
 
     @torch.no_grad()
     def _advance(self, frame: Mapping[str, np.ndarray]):
@@ -142,7 +142,7 @@ class RenderSession:
         elif self.frame_index > 0:
             motion = torch.from_numpy(np.asarray(frame["motion"], dtype=np.float32))[None]
             self.context, self.valid = warp_context(self.context, self.valid, latent_flow(motion, 8))
-        _, features = backend.frame(x, self.context, self.valid, self._view(frame, H, W))
+        _, features = backend.frame(x, self.context, self.valid, self._view(frame, x))
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + (self.frame_index if self.noise == "frame" else 0))
         z = torch.randn(1, C, h, w, generator=gen)
         average = self.student.config.average_velocity
