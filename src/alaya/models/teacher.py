@@ -183,8 +183,8 @@ class Teacher(nn.Module):
             c_in, c_skip, c_out = (k.reshape(B, 1, 1, 1, 1) for k in edm_coefficients(t.float(), c.sigma_data))
         x = self.stem(torch.cat([z * c_in if pre else z, gbuffer], 2).reshape(B * T, -1, h, w))
         if view is not None:
-            x = x + apply_view(self.view, self.view_pixel, view.reshape(B * T, -1, 8 * h, 8 * w).to(x.dtype))
-        elif view_features is not None:
+            view_features = self.view_features(view.to(x.dtype), z.shape)
+        if view_features is not None:
             x = x + view_features.to(x.dtype)
         for blk in self.down0:
             x = blk(x, emb, T)
