@@ -104,6 +104,13 @@ def _export_onnx(a: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate_int8(a: argparse.Namespace) -> int:
+    from alaya.runtime.int8 import calibrate
+    path = calibrate(a.weights, a.data, a.split, a.clips, a.frames, a.gbuffer_encoder, a.decoder)
+    print(f"wrote {path}")
+    return 0
+
+
 def _eval(a: argparse.Namespace) -> int:
     from alaya.evaluation.render_eval import RenderEvalConfig, codec_renderer, evaluate_renderer, public_json
     from alaya.evaluation.report import write_report
@@ -220,8 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     def sampler_args(q: argparse.ArgumentParser) -> None:
         q.add_argument("--model", default="teacher",
                        help="renderer: teacher or student (eval also takes the baselines reference and codec)")
-        q.add_argument("--backend", default="onnx", choices=["onnx", "torch"],
-                       help="student: run its networks in onnxruntime or torch")
+        q.add_argument("--backend", default="onnx", choices=["onnx", "onnx-int8", "torch"],
+                       help="student: run its networks in onnxruntime (onnx-int8: its steps quantized) or torch")
         q.add_argument("--weights", help="save_pretrained folder (default weights/<model>)")
         q.add_argument("--autoencoder", default="weights/autoencoder")
         q.add_argument("--steps", type=int, default=50,
@@ -270,13 +277,23 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", required=True, help="folder for frame.onnx, step.onnx, decode.onnx")
     ex.set_defaults(func=_export_onnx)
 
+    ci = sub.add_parser("calibrate-int8", help="activation ranges for the student's int8 steps (--backend onnx-int8)")
+    ci.add_argument("--weights", default="weights/student")
+    ci.add_argument("--data", required=True, help="dataset folder whose clips are streamed")
+    ci.add_argument("--split", default="train")
+    ci.add_argument("--clips", type=int, default=4)
+    ci.add_argument("--frames", type=int, default=8)
+    ci.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
+    ci.add_argument("--decoder", default="weights/tiny_decoder")
+    ci.set_defaults(func=_calibrate_int8)
+
     sv = sub.add_parser("serve", help="render sessions for other programs (gRPC for game engines)")
     sv.add_argument("--grpc", type=int, metavar="PORT", help="serve alaya.v1.Renderer over gRPC (docs/serve.md)")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     sv.add_argument("--weights", default="weights/student")
     sv.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
     sv.add_argument("--decoder", default="weights/tiny_decoder")
-    sv.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
+    sv.add_argument("--backend", default="onnx", choices=["onnx", "onnx-int8", "torch"])
     sv.add_argument("--size", type=int, default=128, help="the frame size served (square, a multiple of 16)")
     sv.add_argument("--max-sessions", type=int, default=8, help="concurrent streams; more get RESOURCE_EXHAUSTED")
     sv.add_argument("--max-message-mb", type=float, default=16.0, help="largest incoming frame message")

@@ -10,6 +10,7 @@ material looks like, and ids are arbitrary labels.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import numpy as np
@@ -18,6 +19,20 @@ import torch
 MODALITIES = ("albedo", "normal", "depth", "roughness", "metallic")
 RAW_CHANNELS = {"albedo": 3, "normal": 3, "depth": 1, "roughness": 1, "metallic": 1}
 GBUFFER_INPUT_CHANNELS = sum(RAW_CHANNELS.values())   # 9
+
+
+def all_finite(a: np.ndarray | torch.Tensor) -> bool:
+    """True when no element is NaN or infinite. Fast path: one sum, finite only if every element
+    is; a sum that is not finite (a NaN, an infinity, or an overflow of large finite values)
+    falls back to the element-wise test."""
+    if isinstance(a, torch.Tensor):
+        if not a.is_floating_point() or bool(torch.isfinite(a.sum())):
+            return True
+        return bool(torch.isfinite(a).all())
+    a = np.asarray(a)
+    if a.dtype.kind not in "fc" or bool(np.isfinite(a.sum(dtype=np.float32))):
+        return True
+    return bool(np.isfinite(a).all())
 
 
 def check_gbuffer(gbuffer: dict[str, np.ndarray]) -> tuple[int, int, int]:
@@ -30,7 +45,7 @@ def check_gbuffer(gbuffer: dict[str, np.ndarray]) -> tuple[int, int, int]:
         raise ValueError(f"G-buffer 'depth': expected (T, H, W), got shape {depth.shape}")
     T, H, W = depth.shape
     for key in ("depth", "normal"):
-        if not np.isfinite(np.asarray(gbuffer[key], dtype=np.float32)).all():
+        if not all_finite(gbuffer[key]):
             raise ValueError(f"G-buffer '{key}' contains NaN or infinite values")
     if H % 16 or W % 16:
         raise ValueError(f"G-buffer size {H}x{W}: height and width must be multiples of 16")
@@ -57,15 +72,20 @@ def gbuffer_input(frame: Mapping[str, np.ndarray | torch.Tensor]) -> torch.Tenso
         a = np.asarray(v)
         return torch.from_numpy(a if a.flags.writeable else a.copy())   # engine buffers may be read-only
 
-    depth = t("depth").float()
+    depth = t("depth")
     H, W = depth.shape[-2:]
-    albedo = t("albedo").float().reshape(-1, H, W, 3) / 255.0
-    normal = t("normal").float().reshape(-1, H, W, 3)
-    rough = t("roughness").float().reshape(-1, H, W, 1) / 255.0
-    metal = t("metallic").float().reshape(-1, H, W, 1) / 255.0
-    d = depth_to_unit(depth.reshape(-1, H, W, 1))
-    x = torch.cat([albedo, normal, d, rough, metal], -1).permute(0, 3, 1, 2).contiguous()
-    if not torch.isfinite(x).all():
+    depth = depth.reshape(-1, H, W)
+    N = depth.shape[0]
+    # filled channel-first in place: one strided copy per modality (a stream pays this per frame)
+    x = torch.empty(N, GBUFFER_INPUT_CHANNELS, H, W)
+    x[:, 0:3] = t("albedo").reshape(N, H, W, 3).permute(0, 3, 1, 2)
+    x[:, 0:3] *= 1 / 255.0
+    x[:, 3:6] = t("normal").reshape(N, H, W, 3).permute(0, 3, 1, 2)
+    x[:, 6] = depth_to_unit(depth.float())
+    x[:, 7] = t("roughness").reshape(N, H, W)
+    x[:, 8] = t("metallic").reshape(N, H, W)
+    x[:, 7:9] *= 1 / 255.0
+    if not all_finite(x):
         raise ValueError("G-buffer frame contains NaN or infinite values")
     return x
 
@@ -105,8 +125,11 @@ def view_input(normal: np.ndarray | torch.Tensor, K: np.ndarray | torch.Tensor,
     camera-space channel shows. ``normal`` (..., H, W, 3), ``K`` (3, 3) and ``world_to_camera``
     (..., 4, 4) follow the clip contract; leading dims are flattened into N.
     """
-    def as_float(a) -> torch.Tensor:
-        return a.float() if isinstance(a, torch.Tensor) else torch.from_numpy(np.array(a, dtype=np.float32))
+    def as_float(a) -> torch.Tensor:      # torch converts float16 faster than numpy
+        if isinstance(a, torch.Tensor):
+            return a.float()
+        a = np.asarray(a)
+        return torch.from_numpy(a if a.flags.writeable else a.copy()).float()
 
     n = as_float(normal)
     H, W = n.shape[-3:-1]
@@ -119,17 +142,32 @@ def view_input(normal: np.ndarray | torch.Tensor, K: np.ndarray | torch.Tensor,
         raise ValueError(f"world_to_camera: {len(w2c)} matrices for {len(n)} normal frames")
     if not (torch.isfinite(w2c).all() and torch.isfinite(k).all() and k[0, 0] > 0 and k[1, 1] > 0):
         raise ValueError("K and world_to_camera must be finite, with positive focal lengths")
-    rotation = w2c[:, :3, :3].transpose(1, 2)                                  # camera -> world
-    v, u = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
-    xy = torch.stack([(u - k[0, 2]) / k[0, 0], -(v - k[1, 2]) / k[1, 1]], -1)  # y up, as the normals
-    ray = torch.cat([xy, -torch.ones(H, W, 1)], -1)
-    ray = ray / ray.norm(dim=-1, keepdim=True)
-    world_normal = torch.einsum("nij,nhwj->nhwi", rotation, n)
-    world_ray = torch.einsum("nij,hwj->nhwi", rotation, ray)
-    x = torch.cat([world_normal, world_ray, xy.expand(len(n), H, W, 2)], -1).permute(0, 3, 1, 2).contiguous()
-    if not torch.isfinite(x).all():
+    w2c_rotation = w2c[:, :3, :3].contiguous()        # world -> camera; its transpose is camera -> world
+    xy, ray = _camera_rays(tuple(k.flatten().tolist()), H, W)
+    N = len(n)
+    x = torch.empty(N, VIEW_INPUT_CHANNELS, H, W)
+    # world = R^T camera for column vectors, i.e. camera @ R for the rows (N, HW, 3) of a frame
+    x[:, 0:3] = torch.matmul(n.reshape(N, H * W, 3), w2c_rotation).transpose(1, 2).reshape(N, 3, H, W)
+    x[:, 3:6] = torch.matmul(ray, w2c_rotation).transpose(1, 2).reshape(N, 3, H, W)
+    x[:, 6:8] = xy
+    if not all_finite(x):
         raise ValueError("G-buffer 'normal' contains NaN or infinite values")
     return x
+
+
+@functools.lru_cache(maxsize=16)
+def _camera_rays(K: tuple[float, ...], H: int, W: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-pixel image position at unit depth (2, H, W) (y up, as the normals) and the unit
+    camera-space view ray (H*W, 3) of intrinsics ``K`` (row-major, 9 values); cached, since a
+    stream's camera intrinsics rarely change."""
+    k = torch.tensor(K, dtype=torch.float32).reshape(3, 3)
+    v, u = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
+    xy = torch.stack([(u - k[0, 2]) / k[0, 0], -(v - k[1, 2]) / k[1, 1]], 0)
+    ray = torch.cat([xy, -torch.ones(1, H, W)], 0)
+    ray = ray / ray.norm(dim=0, keepdim=True)
+    return xy, ray.reshape(3, H * W).T.contiguous()
+
+
 # A view input of this many channels is ``view_input`` followed by the raw G-buffer
 # (``gbuffer_input``): the camera and the G-buffer at pixel resolution, for a network whose
 # G-buffer otherwise arrives only as 8x8-pixel latents.

@@ -6,7 +6,8 @@ Two codec setups, matching the distillation stages:
   decoder, torch; optional classifier-free guidance (``guidance != 1``: two student calls per
   step, the AR stage before guidance distillation) — ``FullCodecBackend``;
 - ``codecs="tiny"`` (the final student): the tiny G-buffer encoder and the tiny streaming
-  decoder, in torch or onnxruntime.
+  decoder, in torch or onnxruntime (``backend="onnx-int8"``: its steps quantized, from the
+  activation ranges saved beside the weights).
 
 Both run in a :class:`~alaya.runtime.RenderSession`, so every stage streams exactly as the
 shipped student does.
@@ -26,6 +27,7 @@ from alaya.codecs.gbuffer import check_gbuffer
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
 from alaya.runtime.backends import FullCodecBackend
+from alaya.runtime.int8 import load_ranges
 from alaya.runtime.session import FRAME_KEYS, RenderSession
 from alaya.text import PromptEncoder
 
@@ -36,7 +38,7 @@ class StudentRenderer:
     def __init__(self, student: Student, codecs: str = "tiny", autoencoder: Autoencoder | None = None,
                  gbuffer_encoder: TinyGBufferEncoder | None = None, decoder: TinyDecoder | None = None,
                  encoder: PromptEncoder | None = None, steps: int | None = None, guidance: float = 1.0,
-                 backend: str = "onnx", noise: str | None = None):
+                 backend: str = "onnx", noise: str | None = None, int8_ranges=None):
         if codecs not in CODECS:
             raise ValueError(f"codecs must be one of {CODECS}, got {codecs!r}")
         if codecs == "full" and autoencoder is None:
@@ -52,7 +54,7 @@ class StudentRenderer:
         if codecs == "full":                   # the same streaming loop, with the full codecs
             backend = FullCodecBackend(student, autoencoder, guidance)
         self.session = RenderSession(student, gbuffer_encoder, decoder, encoder=self.encoder, steps=self.steps,
-                                     noise=noise, backend=backend)
+                                     noise=noise, backend=backend, int8_ranges=int8_ranges)
 
     @classmethod
     def from_pretrained(cls, folder: str | os.PathLike = "weights/student", codecs: str = "tiny",
@@ -60,6 +62,8 @@ class StudentRenderer:
                         gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
                         decoder: str | os.PathLike = "weights/tiny_decoder", **kwargs) -> "StudentRenderer":
         student = Student.from_pretrained(folder)
+        if kwargs.get("backend") == "onnx-int8" and kwargs.get("int8_ranges") is None:
+            kwargs["int8_ranges"] = load_ranges(folder)      # beside the weights (alaya calibrate-int8)
         if codecs == "full":
             return cls(student, "full", autoencoder=Autoencoder.from_pretrained(autoencoder), **kwargs)
         return cls(student, codecs, gbuffer_encoder=TinyGBufferEncoder.from_pretrained(gbuffer_encoder),

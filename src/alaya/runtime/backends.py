@@ -19,6 +19,7 @@ ONNX graphs compute the same functions: outputs match torch to ~1e-5 (tested, to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import warnings
@@ -34,6 +35,7 @@ from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
 
 BACKENDS = ("torch", "onnx")
+RENDER_BACKENDS = (*BACKENDS, "onnx-int8")   # the student's steps quantized (``alaya.runtime.int8``)
 ONNX_TOLERANCE = 1e-3          # max abs difference to torch on latents and [0, 1] images (tested)
 
 
@@ -176,26 +178,68 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
     return folder
 
 
+_SHARED_POOL: list[int] = []     # threads of the process-wide onnxruntime pool, once this module set it
+
+
+def _shared_pool(threads: int) -> bool:
+    """Use one process-wide onnxruntime thread pool of ``threads`` threads for every session of
+    this module (the first call sets it); False when an earlier call set another size.
+
+    A frame runs three graphs back to back. Per-session pools must not spin (their idle threads
+    would steal the cores from the next graph: measured 3x slower frames), and then every
+    operator wakes a sleeping thread; one shared pool may spin, as nothing else holds a thread.
+    Measured on the 2-core Intel machine of 2026-12-01, the shipped student's frame: ~37 ms
+    shared against 41-56 ms per-session (int8: 34-37 against 41-46; ``docs/flash.md``)."""
+    import onnxruntime as ort
+    if not _SHARED_POOL:
+        ort.set_global_thread_pool_sizes(threads, 1)
+        _SHARED_POOL.append(threads)
+    return _SHARED_POOL[0] == threads
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with torch limited to ``n`` threads (restored after): the few small torch
+    operations between onnxruntime graphs gain nothing from more, and their spinning OpenMP
+    threads would compete with onnxruntime's."""
+    old = torch.get_num_threads()
+    if old == n:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 class OnnxBackend:
     """onnxruntime sessions for the three graphs; stateless (the stream's state lives in the
-    ``RenderSession``), so one backend serves many sessions, from many threads."""
-    name = "onnx"
+    ``RenderSession``), so one backend serves many sessions, from many threads. ``int8``: run
+    the quantized step graph ``step_int8.onnx`` (``alaya.runtime.int8``) instead of ``step.onnx``."""
 
-    def __init__(self, folder: str | os.PathLike, threads: int | None = None, size: int | None = None):
+    def __init__(self, folder: str | os.PathLike, threads: int | None = None, size: int | None = None,
+                 int8: bool = False):
         import onnxruntime as ort
-        self.size = size
+        self.size, self.int8 = size, int8
+        self.name = "onnx-int8" if int8 else "onnx"
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads or torch.get_num_threads()
-        opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # three graphs run back to back with torch ops in between: idle pool threads must sleep,
-        # not spin, or they steal the cores from the next graph (measured: 3x slower frames)
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        threads = threads or torch.get_num_threads()
+        if _shared_pool(threads):
+            opts.use_per_session_threads = False
+        else:
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+            # three graphs run back to back with torch ops in between: idle pool threads must
+            # sleep, not spin, or they steal the cores from the next graph (measured: 3x slower)
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.sessions = {}
         for name in NAMES:
-            path = Path(folder) / f"{name}.onnx"
+            path = Path(folder) / f"{name}{'_int8' if int8 and name == 'step' else ''}.onnx"
             if not path.exists():
-                raise FileNotFoundError(f"{path} is missing; export it with alaya.runtime.export_onnx")
+                raise FileNotFoundError(f"{path} is missing; export it with alaya.runtime.export_onnx"
+                                        + (" and alaya.runtime.int8.quantize_step" if int8 else ""))
             self.sessions[name] = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.inputs = {n: [i.name for i in s.get_inputs()] for n, s in self.sessions.items()}
         self.state_channels = self.sessions["decode"].get_inputs()[1].shape[1]
@@ -203,11 +247,16 @@ class OnnxBackend:
     @classmethod
     def from_modules(cls, student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
                      folder: str | os.PathLike | None = None, threads: int | None = None,
-                     factor: int = 8) -> "OnnxBackend":
-        """Export the graphs for ``size`` (into a temporary folder unless ``folder``) and load them."""
+                     factor: int = 8, int8_ranges=None) -> "OnnxBackend":
+        """Export the graphs for ``size`` (into a temporary folder unless ``folder``) and load them;
+        with ``int8_ranges`` (``alaya.runtime.int8.load_ranges``) the step graph is quantized."""
         if folder is None:
             folder = tempfile.mkdtemp(prefix="alaya-onnx-")
-        return cls(export_onnx(student, encoder, decoder, folder, size, factor), threads, size)
+        folder = export_onnx(student, encoder, decoder, folder, size, factor)
+        if int8_ranges is not None:
+            from alaya.runtime.int8 import quantize_step
+            quantize_step(folder / "step.onnx", folder / "step_int8.onnx", int8_ranges)
+        return cls(folder, threads, size, int8=int8_ranges is not None)
 
     def _run(self, name: str, *args: torch.Tensor) -> list[torch.Tensor]:
         ins, _ = NAMES[name]

@@ -11,7 +11,8 @@ import os
 
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
-from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
+from alaya.runtime.backends import RENDER_BACKENDS, OnnxBackend, TorchBackend
+from alaya.runtime.int8 import load_ranges
 from alaya.runtime.session import RenderSession
 from alaya.text import PromptEncoder
 
@@ -19,17 +20,20 @@ from alaya.text import PromptEncoder
 class SessionFactory:
     def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, decoder: TinyDecoder,
                  size: int = 128, backend: str = "onnx", encoder: PromptEncoder | None = None,
-                 threads: int | None = None):
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+                 threads: int | None = None, int8_ranges=None):
+        if backend not in RENDER_BACKENDS:
+            raise ValueError(f"backend must be one of {RENDER_BACKENDS}, got {backend!r}")
+        if backend == "onnx-int8" and int8_ranges is None:
+            raise ValueError("backend 'onnx-int8' needs int8_ranges (alaya.runtime.int8.load_ranges of the weights folder)")
         if size <= 0 or size % 16:
             raise ValueError(f"size must be a positive multiple of 16, got {size}")
         self.student, self.gbuffer_encoder, self.decoder = student.eval(), gbuffer_encoder.eval(), decoder.eval()
         self.size = size
         self.encoder = encoder or PromptEncoder()
-        if backend == "onnx":
+        if backend in ("onnx", "onnx-int8"):
             self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.decoder, size,
-                                                    threads=threads)
+                                                    threads=threads,
+                                                    int8_ranges=int8_ranges if backend == "onnx-int8" else None)
         else:
             self.backend = TorchBackend(self.student, self.gbuffer_encoder, self.decoder, size=size)
 
@@ -37,6 +41,8 @@ class SessionFactory:
     def from_pretrained(cls, weights: str | os.PathLike = "weights/student",
                         gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
                         decoder: str | os.PathLike = "weights/tiny_decoder", **kwargs) -> "SessionFactory":
+        if kwargs.get("backend") == "onnx-int8" and kwargs.get("int8_ranges") is None:
+            kwargs["int8_ranges"] = load_ranges(weights)
         return cls(Student.from_pretrained(weights), TinyGBufferEncoder.from_pretrained(gbuffer_encoder),
                    TinyDecoder.from_pretrained(decoder), **kwargs)
 

@@ -26,15 +26,16 @@ view input also carries the raw G-buffer (``gbuffer.PIXEL_VIEW_CHANNELS``) still
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 import torch
 
-from alaya.codecs.gbuffer import check_gbuffer, gbuffer_input, model_view_input
+from alaya.codecs.gbuffer import all_finite, check_gbuffer, gbuffer_input, model_view_input
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student, latent_flow, push_context, warp_context
-from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
+from alaya.runtime.backends import RENDER_BACKENDS, OnnxBackend, TorchBackend, torch_threads
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
@@ -45,12 +46,14 @@ class RenderSession:
     def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder | None,
                  prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None, seed: int = 0,
                  channels_last: bool = False, backend="torch", onnx_folder: str | None = None,
-                 bf16: bool = False, noise: str | None = None, intrinsics: np.ndarray | None = None):
-        """``backend``: ``"torch"`` or ``"onnx"`` (onnxruntime; the graphs are exported on the first
-        frame of each size, into ``onnx_folder`` or a temporary folder), or a backend object
-        (``alaya.runtime.backends``), e.g. one shared with other sessions (``SessionFactory``);
-        the codec modules may then be None. ``channels_last`` and ``bf16`` (CPU autocast) apply
-        to the torch backend."""
+                 bf16: bool = False, noise: str | None = None, intrinsics: np.ndarray | None = None,
+                 int8_ranges: Mapping | None = None):
+        """``backend``: ``"torch"``, ``"onnx"`` (onnxruntime; the graphs are exported on the first
+        frame of each size, into ``onnx_folder`` or a temporary folder) or ``"onnx-int8"`` (the same
+        with the step graph quantized from ``int8_ranges``, ``alaya.runtime.int8.load_ranges``), or
+        a backend object (``alaya.runtime.backends``), e.g. one shared with other sessions
+        (``SessionFactory``); the codec modules may then be None. ``channels_last`` and ``bf16``
+        (CPU autocast) apply to the torch backend."""
         steps = student.config.steps if steps is None else steps
         noise = student.config.noise if noise is None else noise
         if noise not in NOISE_MODES:
@@ -58,8 +61,12 @@ class RenderSession:
         self.noise = noise
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
-        if isinstance(backend, str) and backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if isinstance(backend, str) and backend not in RENDER_BACKENDS:
+            raise ValueError(f"backend must be one of {RENDER_BACKENDS}, got {backend!r}")
+        if backend == "onnx-int8" and int8_ranges is None:
+            raise ValueError("backend 'onnx-int8' needs int8_ranges: the step graph's activation ranges "
+                             "(alaya.runtime.int8.load_ranges of the weights folder; alaya calibrate-int8 makes them)")
+        self.int8_ranges = int8_ranges if backend == "onnx-int8" else None
         self.student = student.eval()
         self.gbuffer_encoder, self.tiny_decoder = gbuffer_encoder, decoder
         self.backend_name = backend if isinstance(backend, str) else "shared"
@@ -89,12 +96,13 @@ class RenderSession:
         self.decoder_state: torch.Tensor | None = None
 
     def _backend_for(self, H: int, W: int):
-        if self.backend_name == "onnx":
+        if self.backend_name in ("onnx", "onnx-int8"):
             if H != W:                                  # the graphs are exported for square frames
                 return self.torch_backend
             if getattr(self.backend, "size", None) != H:
                 folder = None if self.onnx_folder is None else f"{self.onnx_folder}/{H}"
-                self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.tiny_decoder, H, folder)
+                self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.tiny_decoder, H, folder,
+                                                        int8_ranges=self.int8_ranges)
             return self.backend
         size = getattr(self.backend, "size", None)
         if size is not None and (H, W) != (size, size):
@@ -109,7 +117,7 @@ class RenderSession:
         motion = np.asarray(frame["motion"])
         if motion.shape != (H, W, 2):
             raise ValueError(f"G-buffer 'motion': expected {(H, W, 2)}, got {motion.shape}")
-        if not np.isfinite(motion.astype(np.float32)).all():
+        if not all_finite(motion):
             raise ValueError("G-buffer 'motion' contains NaN or infinite values")
         return H, W
 
@@ -132,6 +140,12 @@ class RenderSession:
         """The student's output latents (1, C, h, w) for one frame, and the backend used."""
         H, W = self._check(frame)
         backend = self._backend_for(H, W)
+        if isinstance(backend, OnnxBackend):     # torch only glues the graphs: one thread (torch_threads)
+            with torch_threads(1):
+                return self._advance_with(frame, backend, H, W)
+        return self._advance_with(frame, backend, H, W)
+
+    def _advance_with(self, frame: Mapping[str, np.ndarray], backend, H: int, W: int):
         x = gbuffer_input({k: frame[k] for k in FRAME_KEYS if k != "motion"})
         K, C = self.student.config.context, self.student.config.latent_channels
         h, w = H // 8, W // 8
@@ -160,8 +174,9 @@ class RenderSession:
     def step(self, frame: Mapping[str, np.ndarray]) -> np.ndarray:
         """uint8 (H, W, 3) RGB for one G-buffer frame (clip-contract arrays without the T axis)."""
         z, backend = self._advance(frame)
-        img, self.decoder_state = backend.decode(z, self.decoder_state)
-        return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+        with torch_threads(1) if isinstance(backend, OnnxBackend) else contextlib.nullcontext():
+            img, self.decoder_state = backend.decode(z, self.decoder_state)
+            return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
     def run(self, frames: Iterable[Mapping[str, np.ndarray]]) -> np.ndarray:
         """(N, H, W, 3) for a sequence of frames, continuing the current stream."""

@@ -98,7 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=d.host, help="address to bind (default: this machine only)")
     p.add_argument("--port", type=int, default=d.port)
     p.add_argument("--weights", default=d.weights, help="the student (save_pretrained folder)")
-    p.add_argument("--backend", default=d.backend, choices=["onnx", "torch"])
+    p.add_argument("--backend", default=d.backend, choices=["onnx", "onnx-int8", "torch"],
+                   help="onnx-int8: the student's steps quantized (not for --world)")
     p.add_argument("--size", type=int, default=None, help="frame size (square, a multiple of 16; default "
                    "128, or 64 with --world)")
     p.add_argument("--fps", type=float, default=d.fps, help="target frame rate of the engine (or world model)")

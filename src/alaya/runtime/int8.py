@@ -1,0 +1,228 @@
+"""int8 student steps: static quantization of the per-step graph for onnxruntime.
+
+The student's four steps are most of a frame's cost. On a CPU with int8 dot products (AVX-512
+VNNI, AVX-VNNI, ARM dot product) onnxruntime's quantized convolutions run the step graph faster
+than fp32 (``docs/flash.md`` has the measurements). Only the step graph is quantized: the frame
+and decode graphs measured no faster in int8.
+
+- Weights: int8, per output channel. Activations: uint8, per tensor, from ranges measured on
+  real frames (``measure_ranges``, MinMax over the inputs and outputs of every convolution).
+- Some convolutions stay float (``KEEP_FLOAT``): the first (the noisy latents in) and the last
+  (the prediction out: the velocity divides it by ``t``, which magnifies rounding at the last
+  step), the first level's blocks (``down0``: their inputs carry the wide-ranged G-buffer
+  features; float there cut the 4-step latent error against fp32 4x on validation frames) and
+  every 1x1 convolution (cheap, and another 2x). The rest (the downsampling, the four
+  middle blocks, the upsampling and the last level's 3x3 convolutions) run in int8.
+- The ranges are saved beside the weights (``RANGES_FILE``) with the sha256 of the weights they
+  were measured on; ``load_ranges`` refuses ranges of other weights (re-run ``alaya
+  calibrate-int8``). Ranges are keyed by the exported graph's tensor names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from alaya.nn.pretrained import atomic_write_text
+
+RANGES_FILE = "int8_ranges.json"
+KEEP_FLOAT = ("/stem/", "/down0", "/out/")    # node-name prefixes of the step graph's float convolutions
+
+
+def weights_digest(folder: str | os.PathLike) -> str:
+    """sha256 of a weights folder's ``model.safetensors``."""
+    path = Path(folder) / "model.safetensors"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: missing")
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_ranges(ranges: Mapping, where: str) -> dict[str, tuple[float, float]]:
+    if not isinstance(ranges, Mapping) or not ranges:
+        raise ValueError(f"{where}: 'ranges' must be a non-empty mapping of tensor name -> [min, max]")
+    out = {}
+    for name, value in ranges.items():
+        if (not isinstance(value, (list, tuple)) or len(value) != 2
+                or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value) or value[0] > value[1]):
+            raise ValueError(f"{where}: range of tensor {name!r} must be finite [min, max] with min <= max, got {value!r}")
+        out[str(name)] = (float(value[0]), float(value[1]))
+    return out
+
+
+def save_ranges(folder: str | os.PathLike, ranges: Mapping, **metadata) -> Path:
+    """Write ``RANGES_FILE`` into a student's weights folder (atomically), bound to its weights."""
+    path = Path(folder) / RANGES_FILE
+    ranges = _check_ranges(ranges, str(path))
+    atomic_write_text(path, json.dumps({"weights_sha256": weights_digest(folder), "method": "minmax",
+                                        "ranges": {k: list(v) for k, v in sorted(ranges.items())}, **metadata},
+                                       indent=1, sort_keys=True))
+    return path
+
+
+def load_ranges(folder: str | os.PathLike) -> dict[str, tuple[float, float]]:
+    """The activation ranges saved beside a student's weights; a clear error if they are missing,
+    malformed or were measured on other weights."""
+    path = Path(folder) / RANGES_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: missing; the int8 backend needs activation ranges measured on these "
+                                f"weights: alaya calibrate-int8 --weights {folder} --data DATASET")
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: invalid JSON: {e}") from e
+    if not isinstance(meta, dict) or "ranges" not in meta or "weights_sha256" not in meta:
+        raise ValueError(f"{path}: expected the keys 'ranges' and 'weights_sha256'")
+    if meta["weights_sha256"] != weights_digest(folder):
+        raise ValueError(f"{path}: measured on other weights than {Path(folder) / 'model.safetensors'} "
+                         f"(sha256 differs); re-run alaya calibrate-int8 --weights {folder}")
+    return _check_ranges(meta["ranges"], str(path))
+
+
+class _Feeds:
+    """An onnxruntime ``CalibrationDataReader`` over a list of input dicts."""
+
+    def __init__(self, feeds: Iterable[Mapping[str, np.ndarray]]):
+        self._it = iter([{k: np.ascontiguousarray(v, dtype=np.float32) for k, v in f.items()} for f in feeds])
+
+    def get_next(self):
+        return next(self._it, None)
+
+    def __len__(self):           # some onnxruntime versions ask
+        return 0
+
+
+def _preprocess(graph: Path, out: Path) -> Path:
+    """onnxruntime's recommended pre-quantization pass (shape inference, basic fusions)."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    quant_pre_process(str(graph), str(out), skip_symbolic_shape=True)
+    return out
+
+
+def measure_ranges(graph: str | os.PathLike, feeds: Iterable[Mapping[str, np.ndarray]]) -> dict[str, tuple[float, float]]:
+    """MinMax ranges of every convolution's float inputs and outputs in ``graph`` over ``feeds``
+    (input name -> array dicts, e.g. recorded from a render session's steps)."""
+    from onnxruntime.quantization import CalibrationMethod, create_calibrator
+    feeds = list(feeds)
+    if not feeds:
+        raise ValueError("measure_ranges needs at least one feed")
+    with tempfile.TemporaryDirectory(prefix="alaya-int8-") as tmp:
+        pre = _preprocess(Path(graph), Path(tmp) / "pre.onnx")
+        calibrator = create_calibrator(str(pre), op_types_to_calibrate=["Conv"],
+                                       augmented_model_path=str(Path(tmp) / "augmented.onnx"),
+                                       calibrate_method=CalibrationMethod.MinMax)
+        calibrator.collect_data(_Feeds(feeds))
+        data = calibrator.compute_data()
+        ranges = {name: (float(np.min(t.range_value[0])), float(np.max(t.range_value[1])))
+                  for name, t in data.data.items()}
+    return _check_ranges(ranges, f"ranges measured on {graph}")
+
+
+def quantize_step(graph: str | os.PathLike, out: str | os.PathLike, ranges: Mapping,
+                  keep_float: tuple[str, ...] = KEEP_FLOAT) -> Path:
+    """Write ``graph`` with its 3x3 convolutions quantized (QDQ), except those whose node names
+    start with ``keep_float`` and the first and the last, to ``out`` (atomically), using
+    ``ranges`` for their activations; a clear error naming the tensors ``ranges`` lacks."""
+    import onnx
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    ranges = _check_ranges(ranges, "int8 ranges")
+    out = Path(out)
+    with tempfile.TemporaryDirectory(prefix="alaya-int8-") as tmp:
+        pre = _preprocess(Path(graph), Path(tmp) / "pre.onnx")
+        model = onnx.load(str(pre))
+        convs = [n for n in model.graph.node if n.op_type == "Conv"]
+        if len(convs) < 3:
+            raise ValueError(f"{graph}: expected a step graph with several convolutions, found {len(convs)}")
+        def one_by_one(node) -> bool:
+            shape = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), None)
+            return shape is not None and all(k == 1 for k in shape)
+
+        keep = {convs[0].name, convs[-1].name} | {n.name for n in convs if n.name.startswith(keep_float) or one_by_one(n)}
+        quantized = [n for n in convs if n.name not in keep]
+        if not quantized:
+            raise ValueError(f"{graph}: no convolution left to quantize (keep_float={keep_float})")
+        needed = sorted({n.input[0] for n in quantized} | {n.output[0] for n in quantized})
+        missing = [t for t in needed if t not in ranges]
+        if missing:
+            raise ValueError(f"int8 ranges lack {len(missing)} tensors of {graph} (e.g. {missing[:3]}): they were "
+                             "measured on another graph; re-run alaya calibrate-int8")
+        overrides = {t: [{"rmin": np.array(ranges[t][0], np.float32), "rmax": np.array(ranges[t][1], np.float32)}]
+                     for t in needed}
+        inputs = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+        dummy = [{k: np.zeros(s, np.float32) for k, s in inputs.items()}]   # ranges come from the overrides
+        staged = Path(tmp) / "int8.onnx"
+        quantize_static(str(pre), str(staged), _Feeds(dummy), quant_format=QuantFormat.QDQ, per_channel=True,
+                        op_types_to_quantize=["Conv"], nodes_to_exclude=sorted(keep),
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        extra_options={"TensorQuantOverrides": overrides})
+        out.parent.mkdir(parents=True, exist_ok=True)
+        part = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        part.write_bytes(staged.read_bytes())
+        os.replace(part, out)
+    return out
+
+
+class _RecordingBackend:
+    """An ``OnnxBackend`` whose step inputs are kept (for ``measure_ranges``)."""
+
+    def __init__(self, inner):
+        self.inner, self.size, self.feeds = inner, inner.size, []
+
+    def frame(self, *args):
+        return self.inner.frame(*args)
+
+    def step(self, z, r, t, text, features):
+        self.feeds.append({"z": z.numpy().copy(), "r": r.numpy().copy(), "t": t.numpy().copy(),
+                           "text": text.numpy().copy(), "features": features.numpy().copy()})
+        return self.inner.step(z, r, t, text, features)
+
+    def decode(self, z, previous):
+        return self.inner.decode(z, previous)
+
+
+def calibrate(weights: str | os.PathLike = "weights/student", data: str | os.PathLike = "data/ds128",
+              split: str = "train", clips: int = 4, frames: int = 8,
+              gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
+              decoder: str | os.PathLike = "weights/tiny_decoder", progress: bool = True) -> Path:
+    """Stream ``clips`` clips of ``split`` (``frames`` frames each) in every style, prompted with
+    its training phrasings, through the fp32 ONNX student; save the MinMax ranges of its step
+    graph's convolutions beside ``weights`` (``RANGES_FILE``)."""
+    from tqdm import tqdm
+
+    from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
+    from alaya.data.contract import renderer_input
+    from alaya.data.dataset import ClipDataset
+    from alaya.engine.styles import STYLES
+    from alaya.models.student import Student
+    from alaya.renderers.student import StudentRenderer
+    from alaya.runtime.backends import OnnxBackend
+
+    if clips < 1 or frames < 1:
+        raise ValueError(f"clips and frames must be >= 1, got {clips}, {frames}")
+    ds = ClipDataset(data)
+    ids = ds.ids(split)[:clips]
+    if not ids:
+        raise ValueError(f"{data}: split {split!r} has no clips")
+    student = Student.from_pretrained(weights)
+    enc, dec = TinyGBufferEncoder.from_pretrained(gbuffer_encoder), TinyDecoder.from_pretrained(decoder)
+    inputs = [renderer_input(ds.load(i), 0, frames) for i in ids]
+    size = int(np.shape(inputs[0]["depth"])[-1])
+    with tempfile.TemporaryDirectory(prefix="alaya-int8-") as tmp:
+        recorder = _RecordingBackend(OnnxBackend.from_modules(student, enc, dec, size, tmp))
+        renderer = StudentRenderer(student, gbuffer_encoder=enc, decoder=dec, backend=recorder)
+        jobs = [(x, style) for x in inputs for style in STYLES.values()]
+        for n, (x, style) in enumerate(tqdm(jobs, desc="int8 calibration", disable=not progress)):
+            renderer.render(x, style.phrasings[n % len(style.phrasings)], seed=n)
+        ranges = measure_ranges(Path(tmp) / "step.onnx", recorder.feeds)
+    return save_ranges(weights, ranges, calibration={"data": str(data), "split": split, "clips": ids,
+                                                     "frames": frames, "steps_recorded": len(recorder.feeds)})
