@@ -79,3 +79,33 @@ def test_model_view_input_adds_the_gbuffer_and_zeroes_an_unknown_camera():
     assert model_view_input(frame, 0) is None
     with pytest.raises(ValueError, match="view channels"):
         model_view_input(frame, 5)
+
+
+def test_all_finite_catches_every_bad_value_and_passes_large_finite_ones():
+    from alaya.codecs.gbuffer import all_finite
+    for dtype in (np.float16, np.float32):
+        a = np.ones((8, 8, 3), dtype)
+        assert all_finite(a) and all_finite(torch.from_numpy(a))
+        for bad in (np.nan, np.inf, -np.inf):
+            b = a.copy()
+            b[3, 4, 1] = bad
+            assert not all_finite(b) and not all_finite(torch.from_numpy(b))
+    big = np.full((64, 64), np.finfo(np.float32).max, np.float32)     # the sum overflows; every value is finite
+    assert all_finite(big) and all_finite(torch.from_numpy(big))
+    assert all_finite(np.zeros((4, 4), np.uint8))
+
+
+def test_fast_view_input_matches_the_textbook_formula():
+    rng = np.random.default_rng(0)
+    n = rng.normal(size=(2, 16, 32, 3)).astype(np.float32)
+    K = np.array([[20.0, 0, 15.5], [0, 22.0, 8.0], [0, 0, 1]], np.float32)
+    w2c = np.concatenate([camera(30), camera(-75, (1.0, 2.0, 0.5))])
+    x = view_input(n, K, w2c)
+    R = np.transpose(w2c[:, :3, :3], (0, 2, 1))                  # camera -> world
+    v, u = np.meshgrid(np.arange(16) + 0.5, np.arange(32) + 0.5, indexing="ij")
+    xy = np.stack([(u - K[0, 2]) / K[0, 0], -(v - K[1, 2]) / K[1, 1]], -1)
+    ray = np.concatenate([xy, -np.ones((16, 32, 1))], -1)
+    ray /= np.linalg.norm(ray, axis=-1, keepdims=True)
+    expect = np.concatenate([np.einsum("nij,nhwj->nhwi", R, n), np.einsum("nij,hwj->nhwi", R, ray),
+                             np.broadcast_to(xy, (2, 16, 32, 2))], -1).transpose(0, 3, 1, 2)
+    assert np.allclose(x.numpy(), expect, atol=1e-5)

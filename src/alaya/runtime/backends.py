@@ -178,25 +178,6 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
     return folder
 
 
-_SHARED_POOL: list[int] = []     # threads of the process-wide onnxruntime pool, once this module set it
-
-
-def _shared_pool(threads: int) -> bool:
-    """Use one process-wide onnxruntime thread pool of ``threads`` threads for every session of
-    this module (the first call sets it); False when an earlier call set another size.
-
-    A frame runs three graphs back to back. Per-session pools must not spin (their idle threads
-    would steal the cores from the next graph: measured 3x slower frames), and then every
-    operator wakes a sleeping thread; one shared pool may spin, as nothing else holds a thread.
-    Measured on the 2-core Intel machine of 2026-12-01, the shipped student's frame: ~37 ms
-    shared against 41-56 ms per-session (int8: 34-37 against 41-46; ``docs/flash.md``)."""
-    import onnxruntime as ort
-    if not _SHARED_POOL:
-        ort.set_global_thread_pool_sizes(threads, 1)
-        _SHARED_POOL.append(threads)
-    return _SHARED_POOL[0] == threads
-
-
 @contextlib.contextmanager
 def torch_threads(n: int):
     """Run the block with torch limited to ``n`` threads (restored after): the few small torch
@@ -225,15 +206,15 @@ class OnnxBackend:
         self.name = "onnx-int8" if int8 else "onnx"
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        threads = threads or torch.get_num_threads()
-        if _shared_pool(threads):
-            opts.use_per_session_threads = False
-        else:
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
-            # three graphs run back to back with torch ops in between: idle pool threads must
-            # sleep, not spin, or they steal the cores from the next graph (measured: 3x slower)
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.intra_op_num_threads = threads or torch.get_num_threads()
+        opts.inter_op_num_threads = 1
+        # A frame runs three graphs back to back. Pool threads that kept spinning after a run
+        # would steal the cores from the next graph (measured: 3x slower frames), and pool
+        # threads that never spin are woken for every operator; so they spin within a run and
+        # stop at its end. Measured on one 2-core machine, frames interleaved (docs/flash.md):
+        # 48 ms a frame against 57 without spinning (int8 steps: 38 against 46).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        opts.add_session_config_entry("session.force_spinning_stop", "1")
         self.sessions = {}
         for name in NAMES:
             path = Path(folder) / f"{name}{'_int8' if int8 and name == 'step' else ''}.onnx"

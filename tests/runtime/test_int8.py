@@ -1,0 +1,120 @@
+"""int8 student steps: calibration, quantization, the onnx-int8 backend, and bad ranges."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.data.contract import GBUFFER_KEYS
+from alaya.data.dataset import ClipDataset
+from alaya.runtime import RenderSession
+from alaya.runtime.int8 import RANGES_FILE, calibrate, load_ranges, quantize_step
+from tiny_models import tiny_flash_modules
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory, tiny_dataset):
+    """A tiny student, its codecs and int8 ranges calibrated on the tiny dataset."""
+    root = tmp_path_factory.mktemp("int8")
+    student, enc, dec = tiny_flash_modules()
+    student.save_pretrained(root / "student")
+    enc.save_pretrained(root / "enc")
+    dec.save_pretrained(root / "dec")
+    path = calibrate(root / "student", tiny_dataset, "train", clips=2, frames=3, gbuffer_encoder=root / "enc",
+                     decoder=root / "dec", progress=False)
+    assert path == root / "student" / RANGES_FILE
+    return root
+
+
+@pytest.fixture(scope="module")
+def frames(tiny_dataset):
+    ds = ClipDataset(tiny_dataset)
+    out = []
+    for cid in ds.ids("test") + ds.ids("val"):
+        clip = ds.load(cid)
+        out += [{k: clip[k][t] for k in GBUFFER_KEYS} for t in range(clip["depth"].shape[0])]
+    return out
+
+
+def _session(backend, ranges=None, folder=None):
+    return RenderSession(*tiny_flash_modules(), prompt="a clear sunny noon", backend=backend, int8_ranges=ranges,
+                         onnx_folder=folder)
+
+
+def test_calibration_records_every_quantized_tensor(folders):
+    meta = json.loads((folders / "student" / RANGES_FILE).read_text())
+    assert meta["calibration"]["steps_recorded"] == 2 * 3 * 7 * 4       # clips x frames x styles x steps
+    ranges = load_ranges(folders / "student")
+    assert all(lo <= hi for lo, hi in ranges.values())
+    assert any(lo < 0 < hi for lo, hi in ranges.values())              # real activations, not a constant
+
+
+def test_int8_session_follows_fp32_and_streams_the_same_in_chunks(folders, frames, tmp_path):
+    import onnx
+    ranges = load_ranges(folders / "student")
+    fp32, int8 = _session("onnx"), _session("onnx-int8", ranges, str(tmp_path))
+    zf = torch.stack([fp32.step_latent(f) for f in frames])
+    zq = torch.stack([int8.step_latent(f) for f in frames])
+    rel = ((zq - zf).norm() / zf.norm()).item()
+    assert 0 < rel < 0.03, rel            # quantized (not identical), and close (measured 0.006)
+    graph = onnx.load(str(tmp_path / "32" / "step_int8.onnx"))
+    quantized = {n.output[0] for n in graph.graph.node if n.op_type == "DequantizeLinear"}
+    convs = [n for n in graph.graph.node if n.op_type == "Conv"]
+    assert any(c.input[0] in quantized for c in convs)               # some convolutions read int8 inputs
+    for c in convs:                                                  # the first, last and down0 stay float
+        if c.name.startswith(("/stem/", "/down0", "/out/")):
+            assert c.input[0] not in quantized, c.name
+    whole = _session("onnx-int8", ranges).run(frames)
+    s = _session("onnx-int8", ranges)
+    assert np.array_equal(np.concatenate([s.run(frames[:2]), s.run(frames[2:])]), whole)
+
+
+def test_renderer_loads_the_ranges_beside_the_weights(folders, frames, tiny_dataset):
+    from alaya.renderers import StudentRenderer
+    from alaya.runtime import SessionFactory
+    kw = dict(gbuffer_encoder=folders / "enc", decoder=folders / "dec")
+    r = StudentRenderer.from_pretrained(folders / "student", backend="onnx-int8", **kw)
+    assert r.session.int8_ranges == load_ranges(folders / "student")
+    clip = {k: np.stack([f[k] for f in frames[:3]]) for k in GBUFFER_KEYS}
+    assert r.render(clip, "a foggy morning").shape == (3, 32, 32, 3)
+    factory = SessionFactory.from_pretrained(folders / "student", size=32, backend="onnx-int8", **kw)
+    assert factory.backend.name == "onnx-int8"
+
+
+def test_int8_needs_ranges_of_these_weights(folders, tmp_path):
+    from alaya.renderers import StudentRenderer
+    with pytest.raises(ValueError, match="int8_ranges"):
+        _session("onnx-int8")
+    student, _, _ = tiny_flash_modules()
+    student.save_pretrained(tmp_path / "bare")
+    with pytest.raises(FileNotFoundError, match="calibrate-int8"):
+        StudentRenderer.from_pretrained(tmp_path / "bare", backend="onnx-int8", gbuffer_encoder=folders / "enc",
+                                        decoder=folders / "dec")
+    (tmp_path / "bare" / RANGES_FILE).write_text((folders / "student" / RANGES_FILE).read_text())
+    with pytest.raises(ValueError, match="other weights"):                  # same shapes, other values
+        with torch.no_grad():
+            student.out.weight.add_(1.0)
+        student.save_pretrained(tmp_path / "bare")
+        load_ranges(tmp_path / "bare")
+
+
+def test_bad_ranges_are_named(folders, frames, tmp_path):
+    path = folders / "student" / RANGES_FILE
+    good = json.loads(path.read_text())
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir()
+    (bad_dir / "model.safetensors").write_bytes((folders / "student" / "model.safetensors").read_bytes())
+    (bad_dir / RANGES_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match="invalid JSON"):
+        load_ranges(bad_dir)
+    name = sorted(good["ranges"])[0]
+    (bad_dir / RANGES_FILE).write_text(json.dumps({**good, "ranges": {**good["ranges"], name: [2.0, float("nan")]}}))
+    with pytest.raises(ValueError, match="finite"):
+        load_ranges(bad_dir)
+    session = _session("onnx", folder=str(tmp_path / "graphs"))
+    session.step(frames[0])                                          # exports the graphs
+    partial = {k: v for k, v in load_ranges(folders / "student").items() if "mid" not in k}
+    with pytest.raises(ValueError, match="lack"):
+        quantize_step(tmp_path / "graphs" / "32" / "step.onnx", tmp_path / "q.onnx", partial)
+    assert not (tmp_path / "q.onnx").exists()
