@@ -10,7 +10,9 @@ Usage:
 
 Without ``--data`` it renders ``--clips`` fresh engine clips from seeds no dataset of ours uses.
 Intermediate stages are measured when ``--stages`` names their weights (they are not shipped;
-``alaya train student`` writes them). Stage settings: ``ar`` samples 8 Euler steps with
+``alaya train student`` writes them). The final student runs in ``--backend`` (default
+``onnx-int8``: its steps quantized, from the ranges shipped beside the weights); with
+``onnx-int8`` the same student in plain ``onnx`` is measured too (row ``tiny-fp32``). Stage settings: ``ar`` samples 8 Euler steps with
 guidance 2 (16 calls a frame), ``guidance`` 8 steps, ``steps`` and ``meanflow`` 4 steps, all
 with the full codecs in torch; the final student runs the tiny codecs in ``--backend``.
 Prints a Markdown table, then one JSON object as its last line (keys ``fps``,
@@ -85,7 +87,8 @@ def main() -> None:
     p.add_argument("--stages", default="", help="comma list stage=weights_folder (ar, guidance, steps, meanflow)")
     p.add_argument("--student", default="weights/student", help="the final student (tiny codecs)")
     p.add_argument("--live-frames", type=int, default=1000)
-    p.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
+    p.add_argument("--backend", default="onnx-int8", choices=["onnx-int8", "onnx", "torch"],
+                   help="the final student's backend (onnx-int8: its steps quantized; also measured in onnx)")
     a = p.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     from alaya.codecs.autoencoder import Autoencoder
@@ -108,6 +111,8 @@ def main() -> None:
             raise SystemExit(f"--stages: unknown stage '{name}' (choose from {sorted(STAGE_SETTINGS)})")
         renderers[name] = StudentRenderer(Student.from_pretrained(folder), "full", autoencoder=ae, encoder=encoder,
                                           **STAGE_SETTINGS[name])
+    if a.backend == "onnx-int8":        # the same student with float steps, for the int8 row's cost
+        renderers["tiny-fp32"] = StudentRenderer.from_pretrained(a.student, encoder=encoder, backend="onnx")
     renderers["tiny"] = StudentRenderer.from_pretrained(a.student, encoder=encoder, backend=a.backend)
 
     rows = {}

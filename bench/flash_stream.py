@@ -50,7 +50,7 @@ def main() -> None:
     p.add_argument("--size", type=int, default=128)
     p.add_argument("--switch-at", type=int, default=16)
     p.add_argument("--switch-frames", type=int, default=24, help="frames rendered after each switch")
-    p.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
+    p.add_argument("--backend", default="onnx-int8", choices=["onnx-int8", "onnx", "torch"])
     a = p.parse_args()
     if a.frames < 2 * a.window:
         raise SystemExit(f"--frames ({a.frames}) must be at least twice --window ({a.window})")

@@ -6,7 +6,7 @@ warm-up, while the client holds "forward" and turns now and then. With ``--sessi
 opens N sessions at once plus one more, which must be refused when N is the server's limit, and
 reports each session's FPS and the server's resident memory at the start and the end.
 
-Usage: python bench/play.py [--seconds 20] [--sessions 1] [--size 128] [--backend onnx]
+Usage: python bench/play.py [--seconds 20] [--sessions 1] [--size 128] [--backend onnx-int8]
 Prints a summary, then one JSON object as its last line (keys ``fps``, ``p50_ms``, ``p99_ms``).
 """
 
@@ -117,7 +117,7 @@ def main() -> None:
     p.add_argument("--sessions", type=int, default=1)
     p.add_argument("--size", type=int, default=128)
     p.add_argument("--fps", type=float, default=30)
-    p.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
+    p.add_argument("--backend", default="onnx-int8", choices=["onnx-int8", "onnx", "torch"])
     p.add_argument("--weights", default="weights/student")
     a = p.parse_args()
     port = free_port()

@@ -49,7 +49,7 @@ def test_flash_ablation_bench_prints_json():
                 "style_accuracy"):
         assert key in r
     assert r["fps"] > 0 and r["speedup_vs_teacher"] > 1 and 0 <= r["style_accuracy"] <= 1
-    assert set(r["stages"]) == {"teacher", "tiny"} and r["live"]["frames"] == 3
+    assert set(r["stages"]) == {"teacher", "tiny-fp32", "tiny"} and r["live"]["frames"] == 3
 
 
 @pytest.mark.skipif(not (ROOT / "weights" / "student" / "model.safetensors").exists(),
