@@ -293,7 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--weights", default="weights/student")
     sv.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
     sv.add_argument("--decoder", default="weights/tiny_decoder")
-    sv.add_argument("--backend", default="onnx", choices=["onnx", "onnx-int8", "torch"])
+    sv.add_argument("--backend", default="onnx-int8", choices=["onnx-int8", "onnx", "torch"],
+                    help="onnx-int8: the student's steps quantized (ranges beside its weights)")
     sv.add_argument("--size", type=int, default=128, help="the frame size served (square, a multiple of 16)")
     sv.add_argument("--max-sessions", type=int, default=8, help="concurrent streams; more get RESOURCE_EXHAUSTED")
     sv.add_argument("--max-message-mb", type=float, default=16.0, help="largest incoming frame message")

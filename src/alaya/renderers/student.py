@@ -27,7 +27,7 @@ from alaya.codecs.gbuffer import check_gbuffer
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
 from alaya.runtime.backends import FullCodecBackend
-from alaya.runtime.int8 import load_ranges
+from alaya.runtime.int8 import with_ranges
 from alaya.runtime.session import FRAME_KEYS, RenderSession
 from alaya.text import PromptEncoder
 
@@ -62,8 +62,7 @@ class StudentRenderer:
                         gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
                         decoder: str | os.PathLike = "weights/tiny_decoder", **kwargs) -> "StudentRenderer":
         student = Student.from_pretrained(folder)
-        if kwargs.get("backend") == "onnx-int8" and kwargs.get("int8_ranges") is None:
-            kwargs["int8_ranges"] = load_ranges(folder)      # beside the weights (alaya calibrate-int8)
+        kwargs = with_ranges(kwargs, folder)                 # onnx-int8: the ranges beside the weights
         if codecs == "full":
             return cls(student, "full", autoencoder=Autoencoder.from_pretrained(autoencoder), **kwargs)
         return cls(student, codecs, gbuffer_encoder=TinyGBufferEncoder.from_pretrained(gbuffer_encoder),

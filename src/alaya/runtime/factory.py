@@ -12,7 +12,7 @@ import os
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
 from alaya.runtime.backends import RENDER_BACKENDS, OnnxBackend, TorchBackend
-from alaya.runtime.int8 import load_ranges
+from alaya.runtime.int8 import with_ranges
 from alaya.runtime.session import RenderSession
 from alaya.text import PromptEncoder
 
@@ -41,8 +41,7 @@ class SessionFactory:
     def from_pretrained(cls, weights: str | os.PathLike = "weights/student",
                         gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
                         decoder: str | os.PathLike = "weights/tiny_decoder", **kwargs) -> "SessionFactory":
-        if kwargs.get("backend") == "onnx-int8" and kwargs.get("int8_ranges") is None:
-            kwargs["int8_ranges"] = load_ranges(weights)
+        kwargs = with_ranges(kwargs, weights)                # onnx-int8: the ranges beside the weights
         return cls(Student.from_pretrained(weights), TinyGBufferEncoder.from_pretrained(gbuffer_encoder),
                    TinyDecoder.from_pretrained(decoder), **kwargs)
 

@@ -89,6 +89,14 @@ def load_ranges(folder: str | os.PathLike) -> dict[str, tuple[float, float]]:
     return _check_ranges(meta["ranges"], str(path))
 
 
+def with_ranges(kwargs: dict, folder: str | os.PathLike) -> dict:
+    """``kwargs`` of a renderer or session factory, with ``int8_ranges`` loaded from ``folder``
+    when they ask for the ``onnx-int8`` backend without giving ranges."""
+    if kwargs.get("backend") == "onnx-int8" and kwargs.get("int8_ranges") is None:
+        return {**kwargs, "int8_ranges": load_ranges(folder)}
+    return kwargs
+
+
 class _Feeds:
     """An onnxruntime ``CalibrationDataReader`` over a list of input dicts."""
 

@@ -20,7 +20,7 @@ class PlayConfig:
     weights: str = "weights/student"
     gbuffer_encoder: str = "weights/tiny_gbuffer_encoder"
     decoder: str = "weights/tiny_decoder"
-    backend: str = "onnx"
+    backend: str | None = None                              # None: onnx-int8, or onnx with world
     size: int | None = None                                 # None: 128, or 64 with world
     fps: float = 30.0
     max_sessions: int = 8
@@ -35,6 +35,10 @@ class PlayConfig:
     def __post_init__(self):
         if self.size is None:
             self.size = 64 if self.world else 128
+        if self.backend is None:
+            self.backend = "onnx" if self.world else "onnx-int8"
+        if self.world and self.backend == "onnx-int8":
+            raise ValueError("--backend onnx-int8 quantizes the Flash student's steps; the world model runs in onnx or torch")
         if self.prompt is None:
             self.prompt = "a golden sunset" if self.world else "a clear sunny noon"
 
@@ -98,8 +102,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default=d.host, help="address to bind (default: this machine only)")
     p.add_argument("--port", type=int, default=d.port)
     p.add_argument("--weights", default=d.weights, help="the student (save_pretrained folder)")
-    p.add_argument("--backend", default=d.backend, choices=["onnx", "onnx-int8", "torch"],
-                   help="onnx-int8: the student's steps quantized (not for --world)")
+    p.add_argument("--backend", default=None, choices=["onnx-int8", "onnx", "torch"],
+                   help="default onnx-int8: the student's steps quantized (ranges beside its weights); "
+                   "onnx with --world")
     p.add_argument("--size", type=int, default=None, help="frame size (square, a multiple of 16; default "
                    "128, or 64 with --world)")
     p.add_argument("--fps", type=float, default=d.fps, help="target frame rate of the engine (or world model)")
