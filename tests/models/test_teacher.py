@@ -155,3 +155,21 @@ def test_view_features_once_equal_the_view_every_step():
         m(z, t, g, txt, view=view, view_features=features)
     with pytest.raises(ValueError, match="view_features"):
         m(z, t, g, txt, view_features=features[:, :8])
+
+
+@pytest.mark.parametrize("pixel", [0, 4])
+def test_strided_view_branch_computes_the_same_function(pixel):
+    from alaya.models.teacher import apply_view, pixel_features, strided_view_branch, view_branch
+    torch.manual_seed(0)
+    branch = view_branch(8 + pixel, 16)
+    for p in branch.parameters():
+        p.data.normal_(0, 0.1)
+    per_pixel = pixel_features(8, pixel) if pixel else None
+    view = torch.randn(2, 8, 32, 48)
+    expect = apply_view(branch, per_pixel, view)
+    strided = strided_view_branch(branch)
+    assert isinstance(strided[0], torch.nn.Conv2d) and strided[0].stride == (8, 8)
+    assert torch.allclose(apply_view(strided, per_pixel, view), expect, atol=1e-5)
+    with torch.no_grad():                      # a channel/offset mix-up would show: move one weight
+        strided[0].weight[0, 0, 0, 1] += 1.0
+    assert not torch.allclose(apply_view(strided, per_pixel, view), expect, atol=1e-3)

@@ -20,6 +20,7 @@ ONNX graphs compute the same functions: outputs match torch to ~1e-5 (tested, to
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import tempfile
 import warnings
@@ -33,6 +34,7 @@ from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.gbuffer import GBUFFER_INPUT_CHANNELS, teacher_gbuffer_latents
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
+from alaya.models.teacher import strided_view_branch
 
 BACKENDS = ("torch", "onnx")
 RENDER_BACKENDS = (*BACKENDS, "onnx-int8")   # the student's steps quantized (``alaya.runtime.int8``)
@@ -156,6 +158,16 @@ NAMES = {"frame": (["x", "context", "valid", "view"], ["g", "features"]),     # 
          "decode": (["z", "previous"], ["rgb", "state"])}
 
 
+def _for_export(student: Student) -> Student:
+    """``student`` itself, or for a view student a copy whose view branch reads its 8x8 blocks
+    by a strided convolution (``strided_view_branch``: the same function, no 6-D transpose)."""
+    if student.view is None:
+        return student
+    clone = copy.deepcopy(student)
+    clone.view = strided_view_branch(clone.view)
+    return clone.eval()
+
+
 def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, folder: str | os.PathLike,
                 size: int = 128, factor: int = 8) -> Path:
     """Write ``frame.onnx``, ``step.onnx`` and ``decode.onnx`` for frames of ``size`` x ``size``
@@ -165,7 +177,7 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
         raise ValueError(f"frame size must be a multiple of 16, got {size}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    nets = {"frame": _FrameNet(student, encoder), "step": _StepNet(student), "decode": _DecodeNet(decoder)}
+    nets = {"frame": _FrameNet(_for_export(student), encoder), "step": _StepNet(student), "decode": _DecodeNet(decoder)}
     inputs = example_inputs(student, encoder, decoder, size, factor)
     for name, net in nets.items():
         tmp = folder / f".{name}.{os.getpid()}.onnx"
