@@ -118,3 +118,31 @@ def test_bad_ranges_are_named(folders, frames, tmp_path):
     with pytest.raises(ValueError, match="lack"):
         quantize_step(tmp_path / "graphs" / "32" / "step.onnx", tmp_path / "q.onnx", partial)
     assert not (tmp_path / "q.onnx").exists()
+
+
+def test_torch_threads_limits_the_calling_thread_only_and_restores_it():
+    import threading
+
+    from alaya.runtime.backends import torch_threads
+    before = torch.get_num_threads()
+    seen = {}
+    inside, release = threading.Barrier(2), threading.Event()
+
+    def worker():
+        own = torch.get_num_threads()
+        with torch_threads(1):
+            seen["inside"] = torch.get_num_threads()
+            inside.wait()
+            release.wait()
+        seen["after"], seen["own"] = torch.get_num_threads(), own
+
+    t = threading.Thread(target=worker)
+    t.start()
+    inside.wait()
+    assert torch.get_num_threads() == before        # another thread's block leaves this one alone
+    release.set()
+    t.join()
+    assert seen["inside"] == 1 and seen["after"] == seen["own"]
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before

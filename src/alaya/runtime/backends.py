@@ -194,7 +194,8 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
 def torch_threads(n: int):
     """Run the block with torch limited to ``n`` threads (restored after): the few small torch
     operations between onnxruntime graphs gain nothing from more, and their spinning OpenMP
-    threads would compete with onnxruntime's."""
+    threads would compete with onnxruntime's. The count is the calling thread's (OpenMP's
+    setting is per thread), so sessions on other server threads are not affected (tested)."""
     old = torch.get_num_threads()
     if old == n:
         yield
