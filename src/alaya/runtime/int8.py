@@ -106,9 +106,6 @@ class _Feeds:
     def get_next(self):
         return next(self._it, None)
 
-    def __len__(self):           # some onnxruntime versions ask
-        return 0
-
 
 def _preprocess(graph: Path, out: Path) -> Path:
     """onnxruntime's recommended pre-quantization pass (shape inference, basic fusions)."""
