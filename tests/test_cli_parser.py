@@ -56,3 +56,15 @@ def test_student_flags_reach_the_student_run(monkeypatch):
                                    "--one-step-t", "0.25", "--data-weight", "2.0"])
     assert _train(a) == 0
     assert (seen["cfg"].t_one, seen["cfg"].data_weight, seen["cfg"].stage) == (0.25, 2.0, "ar")
+
+
+def test_play_defaults_to_int8_steps_but_not_for_the_world_model():
+    from alaya.serve.play import PlayConfig
+    assert PlayConfig().backend == "onnx-int8"
+    assert PlayConfig(world=True).backend == "onnx"
+    assert PlayConfig(backend="torch").backend == "torch"
+    with pytest.raises(ValueError, match="world model"):
+        PlayConfig(world=True, backend="onnx-int8")
+    a = build_parser().parse_args(["calibrate-int8", "--data", "d", "--clips", "2"])
+    assert (a.weights, a.split, a.clips, a.frames) == ("weights/student", "train", 2, 8)
+    assert build_parser().parse_args(["serve", "--grpc", "1"]).backend == "onnx-int8"
