@@ -99,7 +99,7 @@ def _export_onnx(a: argparse.Namespace) -> int:
     from alaya.runtime.backends import export_onnx
     folder = export_onnx(Student.from_pretrained(a.weights), TinyGBufferEncoder.from_pretrained(a.gbuffer_encoder),
                          TinyDecoder.from_pretrained(a.decoder), a.out, a.size)
-    for name in ("frame", "step", "decode"):
+    for name in ("frame", "step", "sample", "decode"):
         print(f"wrote {folder / (name + '.onnx')}")
     return 0
 

@@ -44,7 +44,8 @@ def _session(backend, ranges=None, folder=None):
 
 def test_calibration_records_every_quantized_tensor(folders):
     meta = json.loads((folders / "student" / RANGES_FILE).read_text())
-    assert meta["calibration"]["steps_recorded"] == 2 * 3 * 7 * 4       # clips x frames x styles x steps
+    assert meta["calibration"]["frames_recorded"] == 2 * 3 * 7          # clips x frames x styles
+    assert meta["graph"] == "sample"
     ranges = load_ranges(folders / "student")
     assert all(lo <= hi for lo, hi in ranges.values())
     assert any(lo < 0 < hi for lo, hi in ranges.values())              # real activations, not a constant
@@ -58,13 +59,18 @@ def test_int8_session_follows_fp32_and_streams_the_same_in_chunks(folders, frame
     zq = torch.stack([int8.step_latent(f) for f in frames])
     rel = ((zq - zf).norm() / zf.norm()).item()
     assert 0 < rel < 0.03, rel            # quantized (not identical), and close (measured 0.006)
-    graph = onnx.load(str(tmp_path / "32" / "step_int8.onnx"))
+    from alaya.runtime.int8 import KEEP_FLOAT, _kept_float
+    graph = onnx.load(str(tmp_path / "32" / "sample_int8.onnx"))
+    assert {p.key: p.value for p in graph.metadata_props}["alaya.steps"] == "4"
     quantized = {n.output[0] for n in graph.graph.node if n.op_type == "DequantizeLinear"}
     convs = [n for n in graph.graph.node if n.op_type == "Conv"]
     assert any(c.input[0] in quantized for c in convs)               # some convolutions read int8 inputs
-    for c in convs:                                                  # the first, last and down0 stay float
-        if c.name.startswith(("/stem/", "/down0", "/out/")):
+    assert sum(c.name.startswith("/stem") for c in convs) == 4       # four steps, unrolled
+    for c in convs:                                                  # stem, down0 and out stay float in every step
+        if _kept_float(c.name, KEEP_FLOAT):
             assert c.input[0] not in quantized, c.name
+        elif c.name.startswith(("/mid.0/conv1", "/mid.1/conv2")):
+            assert c.input[0] in quantized, c.name
     whole = _session("onnx-int8", ranges).run(frames)
     s = _session("onnx-int8", ranges)
     assert np.array_equal(np.concatenate([s.run(frames[:2]), s.run(frames[2:])]), whole)
@@ -116,7 +122,7 @@ def test_bad_ranges_are_named(folders, frames, tmp_path):
     session.step(frames[0])                                          # exports the graphs
     partial = {k: v for k, v in load_ranges(folders / "student").items() if "mid" not in k}
     with pytest.raises(ValueError, match="lack"):
-        quantize_step(tmp_path / "graphs" / "32" / "step.onnx", tmp_path / "q.onnx", partial)
+        quantize_step(tmp_path / "graphs" / "32" / "sample.onnx", tmp_path / "q.onnx", partial)
     assert not (tmp_path / "q.onnx").exists()
 
 

@@ -104,7 +104,7 @@ def test_onnx_backend_matches_torch(frames, tmp_path):
     for f in frames[:4]:
         zt, zo = t_sess.step_latent(f), o_sess.step_latent(f)
         assert torch.allclose(zt, zo, atol=ONNX_TOLERANCE)
-    assert sorted(p.name for p in (tmp_path / "32").iterdir()) == ["decode.onnx", "frame.onnx", "step.onnx"]
+    assert sorted(p.name for p in (tmp_path / "32").iterdir()) == ["decode.onnx", "frame.onnx", "sample.onnx", "step.onnx"]
     a, b = session().run(frames[:4]), session(backend="onnx").run(frames[:4])
     assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
     with pytest.raises(ValueError, match="backend"):
@@ -156,3 +156,11 @@ def test_view_student_reads_the_camera_from_frames_or_the_session(frames, tiny_d
     t_sess, o_sess = view_session(), view_session(backend="onnx", onnx_folder=str(tmp_path))
     for f in with_camera:
         assert torch.allclose(t_sess.step_latent(f), o_sess.step_latent(f), atol=ONNX_TOLERANCE)
+
+
+def test_onnx_sessions_with_other_step_counts_loop_over_the_step_graph(frames):
+    from alaya.runtime.backends import ONNX_TOLERANCE
+    t_sess, o_sess = session(steps=2), session(backend="onnx", steps=2)
+    for f in frames[:3]:
+        assert torch.allclose(t_sess.step_latent(f), o_sess.step_latent(f), atol=ONNX_TOLERANCE)
+    assert o_sess.backend.sample_steps == 4 != o_sess.steps          # the unrolled graph is for 4

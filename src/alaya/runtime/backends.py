@@ -37,7 +37,7 @@ from alaya.models.student import Student
 from alaya.models.teacher import strided_view_branch
 
 BACKENDS = ("torch", "onnx")
-RENDER_BACKENDS = (*BACKENDS, "onnx-int8")   # the student's steps quantized (``alaya.runtime.int8``)
+RENDER_BACKENDS = (*BACKENDS, "onnx-int8")   # the student's steps (sample graph) quantized (``alaya.runtime.int8``)
 ONNX_TOLERANCE = 1e-3          # max abs difference to torch on latents and [0, 1] images (tested)
 
 
@@ -60,6 +60,24 @@ class _StepNet(nn.Module):
 
     def forward(self, z, r, t, text, features):
         return self.student.velocity(z, r, t, text, features)
+
+
+class _SampleNet(nn.Module):
+    """A frame's ``steps`` student steps as one graph: the session's updates
+    ``z - (t - r) u(z, r', t)`` on its time grid ``linspace(1, 0, steps + 1)``, unrolled (r' = r
+    for an average-velocity student, t otherwise). One onnxruntime run a frame instead of
+    ``steps``: measured 2.5 ms a frame less for the shipped student in int8 (docs/flash.md)."""
+
+    def __init__(self, student: Student, steps: int):
+        super().__init__()
+        self.student, self.steps = student, steps
+
+    def forward(self, z, text, features):
+        times = torch.linspace(1.0, 0.0, self.steps + 1)
+        average = self.student.config.average_velocity
+        for t, r in zip(times[:-1], times[1:]):
+            z = z - (t - r) * self.student.velocity(z, (r if average else t).reshape(1), t.reshape(1), text, features)
+        return z
 
 
 class _DecodeNet(nn.Module):
@@ -145,6 +163,8 @@ def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder
                       torch.zeros(1, c.context, 1, h, h), *view),
             "step": (torch.zeros(1, c.latent_channels, h, h), torch.full((1,), 0.5), torch.full((1,), 0.75),
                      torch.zeros(1, c.text_dim), torch.zeros(1, c.widths[0], h, h)),
+            "sample": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, c.text_dim),
+                       torch.zeros(1, c.widths[0], h, h)),
             "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, state_channels(decoder), h, h))}
 
 
@@ -155,6 +175,7 @@ def state_channels(decoder) -> int:
 
 NAMES = {"frame": (["x", "context", "valid", "view"], ["g", "features"]),     # "view": view students only
          "step": (["z", "r", "t", "text", "features"], ["u"]),
+         "sample": (["z", "text", "features"], ["latents"]),         # the steps of one frame, unrolled
          "decode": (["z", "previous"], ["rgb", "state"])}
 
 
@@ -170,14 +191,16 @@ def _for_export(student: Student) -> Student:
 
 def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, folder: str | os.PathLike,
                 size: int = 128, factor: int = 8) -> Path:
-    """Write ``frame.onnx``, ``step.onnx`` and ``decode.onnx`` for frames of ``size`` x ``size``
-    (latents ``factor`` times smaller) into ``folder`` (each written to a temporary name, then
-    renamed)."""
+    """Write ``frame.onnx``, ``step.onnx``, ``sample.onnx`` (the student's ``config.steps`` steps
+    unrolled, their count in the model's metadata ``alaya.steps``) and ``decode.onnx`` for frames
+    of ``size`` x ``size`` (latents ``factor`` times smaller) into ``folder`` (each written to a
+    temporary name, then renamed)."""
     if size % 16:
         raise ValueError(f"frame size must be a multiple of 16, got {size}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    nets = {"frame": _FrameNet(_for_export(student), encoder), "step": _StepNet(student), "decode": _DecodeNet(decoder)}
+    nets = {"frame": _FrameNet(_for_export(student), encoder), "step": _StepNet(student),
+            "sample": _SampleNet(student, student.config.steps), "decode": _DecodeNet(decoder)}
     inputs = example_inputs(student, encoder, decoder, size, factor)
     for name, net in nets.items():
         tmp = folder / f".{name}.{os.getpid()}.onnx"
@@ -186,6 +209,11 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
             warnings.simplefilter("ignore")   # legacy-exporter and tracer notes on shape checks (fixed sizes here)
             torch.onnx.export(net.eval(), inputs[name], str(tmp), input_names=ins[:len(inputs[name])], output_names=outs,
                               opset_version=17, dynamo=False)
+        if name == "sample":
+            import onnx
+            graph = onnx.load(str(tmp))
+            onnx.helper.set_model_props(graph, {"alaya.steps": str(net.steps)})
+            onnx.save(graph, str(tmp))
         os.replace(tmp, folder / f"{name}.onnx")
     return folder
 
@@ -208,9 +236,11 @@ def torch_threads(n: int):
 
 
 class OnnxBackend:
-    """onnxruntime sessions for the three graphs; stateless (the stream's state lives in the
-    ``RenderSession``), so one backend serves many sessions, from many threads. ``int8``: run
-    the quantized step graph ``step_int8.onnx`` (``alaya.runtime.int8``) instead of ``step.onnx``."""
+    """onnxruntime sessions for the per-frame graphs; stateless (the stream's state lives in the
+    ``RenderSession``), so one backend serves many sessions, from many threads. ``sample`` runs a
+    frame's ``sample_steps`` steps in one graph (the session uses it when its step count is that);
+    ``step`` one step. ``int8``: the quantized ``sample_int8.onnx`` (``alaya.runtime.int8``)
+    instead of ``sample.onnx``."""
 
     def __init__(self, folder: str | os.PathLike, threads: int | None = None, size: int | None = None,
                  int8: bool = False):
@@ -230,12 +260,16 @@ class OnnxBackend:
         opts.add_session_config_entry("session.force_spinning_stop", "1")
         self.sessions = {}
         for name in NAMES:
-            path = Path(folder) / f"{name}{'_int8' if int8 and name == 'step' else ''}.onnx"
+            path = Path(folder) / f"{name}{'_int8' if int8 and name == 'sample' else ''}.onnx"
             if not path.exists():
                 raise FileNotFoundError(f"{path} is missing; export it with alaya.runtime.export_onnx"
                                         + (" and alaya.runtime.int8.quantize_step" if int8 else ""))
             self.sessions[name] = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.inputs = {n: [i.name for i in s.get_inputs()] for n, s in self.sessions.items()}
+        steps = self.sessions["sample"].get_modelmeta().custom_metadata_map.get("alaya.steps")
+        if steps is None:
+            raise ValueError(f"{Path(folder) / 'sample.onnx'}: no 'alaya.steps' in its metadata; re-export it")
+        self.sample_steps = int(steps)
         self.state_channels = self.sessions["decode"].get_inputs()[1].shape[1]
 
     @classmethod
@@ -243,13 +277,13 @@ class OnnxBackend:
                      folder: str | os.PathLike | None = None, threads: int | None = None,
                      factor: int = 8, int8_ranges=None) -> "OnnxBackend":
         """Export the graphs for ``size`` (into a temporary folder unless ``folder``) and load them;
-        with ``int8_ranges`` (``alaya.runtime.int8.load_ranges``) the step graph is quantized."""
+        with ``int8_ranges`` (``alaya.runtime.int8.load_ranges``) the sample graph is quantized."""
         if folder is None:
             folder = tempfile.mkdtemp(prefix="alaya-onnx-")
         folder = export_onnx(student, encoder, decoder, folder, size, factor)
         if int8_ranges is not None:
             from alaya.runtime.int8 import quantize_step
-            quantize_step(folder / "step.onnx", folder / "step_int8.onnx", int8_ranges)
+            quantize_step(folder / "sample.onnx", folder / "sample_int8.onnx", int8_ranges)
         return cls(folder, threads, size, int8=int8_ranges is not None)
 
     def _run(self, name: str, *args: torch.Tensor) -> list[torch.Tensor]:
@@ -263,6 +297,10 @@ class OnnxBackend:
 
     def step(self, z, r, t, text, features):
         return self._run("step", z, r, t, text, features)[0]
+
+    def sample(self, z, text, features):
+        """``sample_steps`` steps from the frame's starting noise ``z``: its latents."""
+        return self._run("sample", z, text, features)[0]
 
     def decode(self, z, previous):
         if previous is None:                       # the start of a stream: an empty memory

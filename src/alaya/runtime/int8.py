@@ -1,13 +1,13 @@
-"""int8 student steps: static quantization of the per-step graph for onnxruntime.
+"""int8 student steps: static quantization of the steps' graph for onnxruntime.
 
 The student's four steps are most of a frame's cost. On a CPU with int8 dot products (AVX-512
-VNNI, AVX-VNNI, ARM dot product) onnxruntime's quantized convolutions run the step graph faster
-than fp32 (``docs/flash.md`` has the measurements). Only the step graph is quantized: the frame
-and decode graphs measured no faster in int8.
+VNNI, AVX-VNNI, ARM dot product) onnxruntime's quantized convolutions run them faster than fp32
+(``docs/flash.md`` has the measurements). The graph quantized is ``sample.onnx``, a frame's steps
+unrolled (``backends._SampleNet``); the frame and decode graphs measured no faster in int8.
 
 - Weights: int8, per output channel. Activations: uint8, per tensor, from ranges measured on
   real frames (``measure_ranges``, MinMax over the inputs and outputs of every convolution).
-- Some convolutions stay float (``KEEP_FLOAT``): the first (the noisy latents in) and the last
+- Some convolutions stay float (``KEEP_FLOAT``, in every unrolled step): the first (the noisy latents in) and the last
   (the prediction out: the velocity divides it by ``t``, which magnifies rounding at the last
   step), the first level's blocks (``down0``: their inputs carry the wide-ranged G-buffer
   features; float there cut the 4-step latent error against fp32 4x on validation frames) and
@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -33,7 +34,13 @@ import numpy as np
 from alaya.nn.pretrained import atomic_write_text
 
 RANGES_FILE = "int8_ranges.json"
-KEEP_FLOAT = ("/stem/", "/down0", "/out/")    # node-name prefixes of the step graph's float convolutions
+KEEP_FLOAT = ("stem", "down0", "out")   # the student's modules whose convolutions stay float
+
+
+def _kept_float(name: str, modules: tuple[str, ...]) -> bool:
+    """Whether a convolution node (``/down0.1/conv1/Conv``, or ``/down0.1/conv1_2/Conv`` in the
+    third unrolled step, ``/stem_3/Conv``) belongs to one of ``modules``."""
+    return re.match(rf"^/({'|'.join(map(re.escape, modules))})(_\d+)?[./]", name) is not None
 
 
 def weights_digest(folder: str | os.PathLike) -> str:
@@ -135,9 +142,10 @@ def measure_ranges(graph: str | os.PathLike, feeds: Iterable[Mapping[str, np.nda
 
 def quantize_step(graph: str | os.PathLike, out: str | os.PathLike, ranges: Mapping,
                   keep_float: tuple[str, ...] = KEEP_FLOAT) -> Path:
-    """Write ``graph`` with its 3x3 convolutions quantized (QDQ), except those whose node names
-    start with ``keep_float`` and the first and the last, to ``out`` (atomically), using
-    ``ranges`` for their activations; a clear error naming the tensors ``ranges`` lacks."""
+    """Write ``graph`` (the sample or step graph) with its 3x3 convolutions quantized (QDQ), except
+    those of the modules ``keep_float`` and the first and the last, to ``out`` (atomically), using
+    ``ranges`` for their activations; a clear error naming the tensors ``ranges`` lacks. The
+    graph's metadata (``alaya.steps``) is kept."""
     import onnx
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
     ranges = _check_ranges(ranges, "int8 ranges")
@@ -152,7 +160,7 @@ def quantize_step(graph: str | os.PathLike, out: str | os.PathLike, ranges: Mapp
             shape = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), None)
             return shape is not None and all(k == 1 for k in shape)
 
-        keep = {convs[0].name, convs[-1].name} | {n.name for n in convs if n.name.startswith(keep_float) or one_by_one(n)}
+        keep = {convs[0].name, convs[-1].name} | {n.name for n in convs if _kept_float(n.name, keep_float) or one_by_one(n)}
         quantized = [n for n in convs if n.name not in keep]
         if not quantized:
             raise ValueError(f"{graph}: no convolution left to quantize (keep_float={keep_float})")
@@ -170,26 +178,30 @@ def quantize_step(graph: str | os.PathLike, out: str | os.PathLike, ranges: Mapp
                         op_types_to_quantize=["Conv"], nodes_to_exclude=sorted(keep),
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                         extra_options={"TensorQuantOverrides": overrides})
+        result = onnx.load(str(staged))
+        onnx.helper.set_model_props(result, {p.key: p.value for p in onnx.load(str(graph)).metadata_props})
         out.parent.mkdir(parents=True, exist_ok=True)
         part = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        part.write_bytes(staged.read_bytes())
+        onnx.save(result, str(part))
         os.replace(part, out)
     return out
 
 
 class _RecordingBackend:
-    """An ``OnnxBackend`` whose step inputs are kept (for ``measure_ranges``)."""
+    """An ``OnnxBackend`` whose sample-graph inputs are kept (for ``measure_ranges``)."""
 
     def __init__(self, inner):
-        self.inner, self.size, self.feeds = inner, inner.size, []
+        self.inner, self.size, self.sample_steps, self.feeds = inner, inner.size, inner.sample_steps, []
 
     def frame(self, *args):
         return self.inner.frame(*args)
 
-    def step(self, z, r, t, text, features):
-        self.feeds.append({"z": z.numpy().copy(), "r": r.numpy().copy(), "t": t.numpy().copy(),
-                           "text": text.numpy().copy(), "features": features.numpy().copy()})
-        return self.inner.step(z, r, t, text, features)
+    def step(self, *args):
+        return self.inner.step(*args)
+
+    def sample(self, z, text, features):
+        self.feeds.append({"z": z.numpy().copy(), "text": text.numpy().copy(), "features": features.numpy().copy()})
+        return self.inner.sample(z, text, features)
 
     def decode(self, z, previous):
         return self.inner.decode(z, previous)
@@ -200,8 +212,8 @@ def calibrate(weights: str | os.PathLike = "weights/student", data: str | os.Pat
               gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
               decoder: str | os.PathLike = "weights/tiny_decoder", progress: bool = True) -> Path:
     """Stream ``clips`` clips of ``split`` (``frames`` frames each) in every style, prompted with
-    its training phrasings, through the fp32 ONNX student; save the MinMax ranges of its step
-    graph's convolutions beside ``weights`` (``RANGES_FILE``)."""
+    its training phrasings, through the fp32 ONNX student; save the MinMax ranges of its sample
+    graph's convolutions (a frame's steps, unrolled) beside ``weights`` (``RANGES_FILE``)."""
     from tqdm import tqdm
 
     from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
@@ -228,6 +240,9 @@ def calibrate(weights: str | os.PathLike = "weights/student", data: str | os.Pat
         jobs = [(x, style) for x in inputs for style in STYLES.values()]
         for n, (x, style) in enumerate(tqdm(jobs, desc="int8 calibration", disable=not progress)):
             renderer.render(x, style.phrasings[n % len(style.phrasings)], seed=n)
-        ranges = measure_ranges(Path(tmp) / "step.onnx", recorder.feeds)
-    return save_ranges(weights, ranges, calibration={"data": str(data), "split": split, "clips": ids,
-                                                     "frames": frames, "steps_recorded": len(recorder.feeds)})
+        if not recorder.feeds:
+            raise ValueError(f"calibration recorded no frames: the student's steps ({renderer.steps}) differ from "
+                             f"its sample graph's ({recorder.sample_steps})")
+        ranges = measure_ranges(Path(tmp) / "sample.onnx", recorder.feeds)
+    return save_ranges(weights, ranges, graph="sample", calibration={
+        "data": str(data), "split": split, "clips": ids, "frames": frames, "frames_recorded": len(recorder.feeds)})

@@ -159,9 +159,12 @@ class RenderSession:
         _, features = backend.frame(x, self.context, self.valid, self._view(frame, x))
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + (self.frame_index if self.noise == "frame" else 0))
         z = torch.randn(1, C, h, w, generator=gen)
-        average = self.student.config.average_velocity
-        for t, r in zip(self.times[:-1], self.times[1:]):
-            z = z - (t - r) * backend.step(z, (r if average else t).reshape(1), t.reshape(1), self.text, features)
+        if getattr(backend, "sample_steps", None) == self.steps:   # the steps unrolled in one graph
+            z = backend.sample(z, self.text, features)
+        else:
+            average = self.student.config.average_velocity
+            for t, r in zip(self.times[:-1], self.times[1:]):
+                z = z - (t - r) * backend.step(z, (r if average else t).reshape(1), t.reshape(1), self.text, features)
         self.context, self.valid = push_context(self.context, self.valid, z)
         self.frame_index += 1
         return z, backend
