@@ -155,7 +155,8 @@ def quantize_step(graph: str | os.PathLike, out: str | os.PathLike, ranges: Mapp
         model = onnx.load(str(pre))
         convs = [n for n in model.graph.node if n.op_type == "Conv"]
         if len(convs) < 3:
-            raise ValueError(f"{graph}: expected a step graph with several convolutions, found {len(convs)}")
+            raise ValueError(f"{graph}: expected the student's steps with several convolutions, found {len(convs)}")
+
         def one_by_one(node) -> bool:
             shape = next((list(a.ints) for a in node.attribute if a.name == "kernel_shape"), None)
             return shape is not None and all(k == 1 for k in shape)
