@@ -21,6 +21,15 @@ RAW_CHANNELS = {"albedo": 3, "normal": 3, "depth": 1, "roughness": 1, "metallic"
 GBUFFER_INPUT_CHANNELS = sum(RAW_CHANNELS.values())   # 9
 
 
+def as_tensor(v: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """A tensor sharing ``v``'s memory where it can (a copy of read-only engine buffers, which
+    torch cannot wrap); converting it with torch is faster than numpy for float16."""
+    if isinstance(v, torch.Tensor):
+        return v
+    a = np.asarray(v)
+    return torch.from_numpy(a if a.flags.writeable else a.copy())
+
+
 def all_finite(a: np.ndarray | torch.Tensor) -> bool:
     """True when no element is NaN or infinite. Fast path: one sum, finite only if every element
     is; a sum that is not finite (a NaN, an infinity, or an overflow of large finite values)
@@ -69,11 +78,7 @@ def gbuffer_input(frame: Mapping[str, np.ndarray | torch.Tensor]) -> torch.Tenso
     def t(key: str) -> torch.Tensor:
         if key not in frame:
             raise KeyError(f"G-buffer frame is missing key '{key}'")
-        v = frame[key]
-        if isinstance(v, torch.Tensor):
-            return v
-        a = np.asarray(v)
-        return torch.from_numpy(a if a.flags.writeable else a.copy())   # engine buffers may be read-only
+        return as_tensor(frame[key])
 
     depth = t("depth")
     H, W = depth.shape[-2:]
@@ -128,11 +133,8 @@ def view_input(normal: np.ndarray | torch.Tensor, K: np.ndarray | torch.Tensor,
     camera-space channel shows. ``normal`` (..., H, W, 3), ``K`` (3, 3) and ``world_to_camera``
     (..., 4, 4) follow the clip contract; leading dims are flattened into N.
     """
-    def as_float(a) -> torch.Tensor:      # torch converts float16 faster than numpy
-        if isinstance(a, torch.Tensor):
-            return a.float()
-        a = np.asarray(a)
-        return torch.from_numpy(a if a.flags.writeable else a.copy()).float()
+    def as_float(a) -> torch.Tensor:
+        return as_tensor(a).float()
 
     n = as_float(normal)
     H, W = n.shape[-3:-1]

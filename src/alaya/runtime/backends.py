@@ -245,7 +245,7 @@ class OnnxBackend:
     def __init__(self, folder: str | os.PathLike, threads: int | None = None, size: int | None = None,
                  int8: bool = False):
         import onnxruntime as ort
-        self.size, self.int8 = size, int8
+        self.size = size
         self.name = "onnx-int8" if int8 else "onnx"
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -136,16 +136,19 @@ class RenderSession:
         return model_view_input({"normal": np.asarray(frame["normal"])[None]}, V, K, w2c, raw=raw)
 
     @torch.no_grad()
-    def _advance(self, frame: Mapping[str, np.ndarray]):
-        """The student's output latents (1, C, h, w) for one frame, and the backend used."""
+    def _advance(self, frame: Mapping[str, np.ndarray], decode: bool = False):
+        """One frame: the student's output latents (1, C, h, w), or with ``decode`` the uint8
+        (H, W, 3) frame. With onnxruntime, torch only glues the graphs: one thread (``torch_threads``)."""
         H, W = self._check(frame)
         backend = self._backend_for(H, W)
-        if isinstance(backend, OnnxBackend):     # torch only glues the graphs: one thread (torch_threads)
-            with torch_threads(1):
-                return self._advance_with(frame, backend, H, W)
-        return self._advance_with(frame, backend, H, W)
+        with torch_threads(1) if isinstance(backend, OnnxBackend) else contextlib.nullcontext():
+            z = self._latents(frame, backend, H, W)
+            if not decode:
+                return z
+            img, self.decoder_state = backend.decode(z, self.decoder_state)
+            return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
-    def _advance_with(self, frame: Mapping[str, np.ndarray], backend, H: int, W: int):
+    def _latents(self, frame: Mapping[str, np.ndarray], backend, H: int, W: int) -> torch.Tensor:
         x = gbuffer_input({k: frame[k] for k in FRAME_KEYS if k != "motion"})
         K, C = self.student.config.context, self.student.config.latent_channels
         h, w = H // 8, W // 8
@@ -167,19 +170,15 @@ class RenderSession:
                 z = z - (t - r) * backend.step(z, (r if average else t).reshape(1), t.reshape(1), self.text, features)
         self.context, self.valid = push_context(self.context, self.valid, z)
         self.frame_index += 1
-        return z, backend
+        return z
 
     def step_latent(self, frame: Mapping[str, np.ndarray]) -> torch.Tensor:
         """The student's output latents (1, C, h, w) for one G-buffer frame; advances the stream."""
-        return self._advance(frame)[0]
+        return self._advance(frame)
 
-    @torch.no_grad()
     def step(self, frame: Mapping[str, np.ndarray]) -> np.ndarray:
         """uint8 (H, W, 3) RGB for one G-buffer frame (clip-contract arrays without the T axis)."""
-        z, backend = self._advance(frame)
-        with torch_threads(1) if isinstance(backend, OnnxBackend) else contextlib.nullcontext():
-            img, self.decoder_state = backend.decode(z, self.decoder_state)
-            return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+        return self._advance(frame, decode=True)
 
     def run(self, frames: Iterable[Mapping[str, np.ndarray]]) -> np.ndarray:
         """(N, H, W, 3) for a sequence of frames, continuing the current stream."""
