@@ -94,7 +94,8 @@ def add_train_command(sub) -> None:
                     help="teacher, with --view: per-pixel MLP features added to the view input before blocking")
     tr.add_argument("--view-dropout", type=float, default=0.1,
                     help="teacher: share of samples shown a zero camera (camera unknown)")
-    tr.add_argument("--stage", default="ar", help="student: ar, guidance, steps, meanflow or tiny")
+    tr.add_argument("--stage", default="ar", help="student: ar, guidance, steps, meanflow or tiny; then optionally compress "
+                    "(a smaller student from the finished one)")
     tr.add_argument("--init", help="student: the previous stage's weights folder; teacher: a "
                     "model.safetensors to start from (its output layer is reset unless --keep-output)")
     tr.add_argument("--keep-output", action="store_true",
@@ -105,10 +106,10 @@ def add_train_command(sub) -> None:
     tr.add_argument("--rollout", type=int, default=2,
                     help="student 'meanflow', world: self-generated context frames")
     add_world_train_args(tr)
-    tr.add_argument("--student-widths", help="student 'ar': widths of a new student, e.g. 48,64")
+    tr.add_argument("--student-widths", help="student 'ar', 'compress': widths of a new student, e.g. 48,64")
     tr.add_argument("--noise", choices=["frame", "fixed"],
                     help="student: sampling noise the result streams with (fixed: the same every frame, less flicker)")
-    tr.add_argument("--student-blocks", type=int, help="student 'ar': blocks per level of a new student")
+    tr.add_argument("--student-blocks", type=int, help="student 'ar', 'compress': blocks per level of a new student")
     tr.add_argument("--data-weight", type=float, default=0.0,
                     help="student: also fit the data itself, with this weight (beyond the teacher)")
     tr.add_argument("--teacher-weight", type=float, default=1.0,

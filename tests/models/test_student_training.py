@@ -130,3 +130,76 @@ def test_stages_with_a_view_teacher(tiny_dataset, tiny_models, tmp_path, channel
         assert (s.view_pixel is not None) == (pixel > 0)
     first = Student.from_pretrained(tmp_path / "ar")
     assert not torch.equal(first.view[3].weight, teacher.view[3].weight)   # trained, from the teacher's
+
+
+def _as_identity(student, names):
+    """Make the blocks ``names`` of ``student`` identities (their residual branch and temporal mix zero)."""
+    with torch.no_grad():
+        for name in names:
+            block = student.get_submodule(name)
+            for p in (block.conv2.weight, block.conv2.bias, block.temporal.conv.weight, block.temporal.conv.bias):
+                p.zero_()
+
+
+def _finished_student(seed=0):
+    torch.manual_seed(seed)
+    big = Student(StudentConfig(latent_channels=4, gbuffer_channels=20, text_dim=384, widths=(8, 16), emb_dim=8,
+                                context=1, blocks=2, noise="fixed"))
+    with torch.no_grad():
+        for p in big.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return big.eval()
+
+
+def test_compressed_student_takes_the_finished_students_steps():
+    """With fewer blocks the compressed student keeps the first of each level; when the dropped
+    blocks are identities it computes the same function, so at every point of the finished
+    student's own trajectory (``trajectory_targets``) it takes the same step — and it does not
+    when a dropped block does something."""
+    import numpy as np
+
+    from alaya.models.student import integrate_student
+    from alaya.models.student_training import compressed_student, trajectory_targets
+    big = _finished_student()
+    _as_identity(big, ["down0.1", "mid.2", "mid.3", "up0.1"])
+    small = compressed_student(big, None, 1).eval()
+    assert small.config.blocks == 1 and len(small.mid) == 2
+    assert (small.config.steps, small.config.noise, small.config.widths) == (big.config.steps, "fixed", (8, 16))
+    assert torch.equal(small.mid[1].conv1.weight, big.mid[1].conv1.weight)
+    B = 6
+    g, text = torch.randn(B, 20, 4, 4), torch.randn(B, 384)
+    ctx, valid, eps = torch.randn(B, 1, 4, 4, 4), torch.ones(B, 1, 1, 4, 4), torch.randn(B, 4, 4, 4)
+    z, r, t, target = trajectory_targets(big, eps, g, text, ctx, valid, None, np.random.default_rng(3))
+    k = np.random.default_rng(3).integers(big.config.steps, size=B)      # the steps drawn
+    ts = torch.linspace(1, 0, big.config.steps + 1)
+    assert torch.equal(t, ts[k]) and torch.equal(r, t)                   # a velocity student: r = t
+    for i in range(B):                                                    # z: k of the student's own steps
+        own = integrate_student(big, eps[i:i + 1], ts[:k[i] + 1], g[i:i + 1], text[i:i + 1], ctx[i:i + 1],
+                                valid[i:i + 1])
+        assert torch.allclose(z[i:i + 1], own, atol=1e-5)
+    with torch.no_grad():
+        assert torch.allclose(small(z, r, t, g, text, ctx, valid), target, atol=1e-5)
+        big.mid[3].conv2.weight.normal_(0, 0.1)
+        _, _, _, moved = trajectory_targets(big, eps, g, text, ctx, valid, None, np.random.default_rng(3))
+        assert (small(z, r, t, g, text, ctx, valid) - moved).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="widths and/or blocks"):
+        compressed_student(big, None, None)
+    with pytest.raises(ValueError, match="own"):
+        compressed_student(big, (8, 16), 2)
+
+
+def test_compress_stage_trains_a_smaller_student(tiny_dataset, tiny_models, tmp_path):
+    _finished_student().save_pretrained(tmp_path / "big")
+    train_student(StudentTrainConfig(
+        data=str(tiny_dataset), stage="compress", teacher=str(tiny_models / "teacher"),
+        autoencoder=str(tiny_models / "ae"), tiny_encoder=str(tiny_models / "enc"), init=str(tmp_path / "big"),
+        blocks=1, out=str(tmp_path / "small"),
+        train=TrainConfig(run_dir=str(tmp_path / "run"), steps=2, batch_size=2, log_every=1, ckpt_every=2,
+                          progress=False, warmup=1, lr=1e-3)))
+    big, small = Student.from_pretrained(tmp_path / "big"), Student.from_pretrained(tmp_path / "small")
+    assert small.config.blocks == 1 and small.config.noise == "fixed" and small.config.steps == big.config.steps
+    assert not torch.equal(small.mid[0].conv1.weight, big.mid[0].conv1.weight)        # trained from the copy
+    with pytest.raises(ValueError, match="widths and/or blocks"):
+        train_student(StudentTrainConfig(data=str(tiny_dataset), stage="compress", teacher=str(tiny_models / "teacher"),
+                                         autoencoder=str(tiny_models / "ae"), tiny_encoder=str(tiny_models / "enc"),
+                                         init=str(tmp_path / "big")))

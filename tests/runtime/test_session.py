@@ -104,11 +104,43 @@ def test_onnx_backend_matches_torch(frames, tmp_path):
     for f in frames[:4]:
         zt, zo = t_sess.step_latent(f), o_sess.step_latent(f)
         assert torch.allclose(zt, zo, atol=ONNX_TOLERANCE)
-    assert sorted(p.name for p in (tmp_path / "32").iterdir()) == ["decode.onnx", "frame.onnx", "sample.onnx", "step.onnx"]
+    assert sorted(p.name for p in (tmp_path / "32").iterdir()) == ["decode.onnx", "frame.onnx", "modulation.onnx",
+                                                                  "sample.onnx", "step.onnx"]
     a, b = session().run(frames[:4]), session(backend="onnx").run(frames[:4])
     assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
     with pytest.raises(ValueError, match="backend"):
         session(backend="tensorrt")
+
+
+class _CountingSession:
+    def __init__(self, inner):
+        self.inner, self.calls = inner, 0
+
+    def run(self, *args):
+        self.calls += 1
+        return self.inner.run(*args)
+
+
+def test_onnx_modulations_are_computed_once_per_prompt(frames):
+    """The sample graph reads the prompt's modulations (each adaptive norm's gain and shift for
+    each step), computed by the modulation graph once per prompt and kept for the backend's
+    MOD_CACHE most recent prompts; prompt switches mid-stream still follow torch."""
+    from alaya.runtime.backends import ONNX_TOLERANCE
+    t_sess, o_sess = session(), session(backend="onnx")
+    backend = o_sess._backend_for(32, 32)                 # built at the first frame otherwise
+    backend.MOD_CACHE = 2
+    counter = backend.sessions["modulation"] = _CountingSession(backend.sessions["modulation"])
+    prompts = ["a clear sunny noon", "a clear sunny noon", "moonlit night", "toon shading", "a clear sunny noon",
+               "toon shading"]
+    misses = [1, 1, 2, 3, 4, 4]                # the fifth frame's prompt was evicted by the fourth's
+    for f, prompt, calls in zip(frames, prompts, misses):
+        t_sess.set_prompt(prompt)
+        o_sess.set_prompt(prompt)
+        assert torch.allclose(t_sess.step_latent(f), o_sess.step_latent(f), atol=ONNX_TOLERANCE), prompt
+        assert counter.calls == calls, prompt
+    assert len(backend._mods) == 2
+    mods = backend.modulations(t_sess.text)
+    assert set(mods) == set(backend.mod_names) and len(mods) == 2 * 4 * len(t_sess.student.adaptive_norms())
 
 
 def test_factory_sessions_share_weights_but_not_state(frames):

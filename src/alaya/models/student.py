@@ -26,7 +26,7 @@ from torch import nn
 from alaya.diffusion.flow import edm_coefficients
 from alaya.models.teacher import FlowBlock, Teacher, apply_view, check_view, pixel_features, view_branch
 from alaya.nn.blocks import conv
-from alaya.nn.conditioning import timestep_embedding
+from alaya.nn.conditioning import AdaGroupNorm, timestep_embedding
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
 
@@ -185,13 +185,24 @@ class Student(nn.Module):
             features = self.condition(gbuffer, context, context_valid, view)
         return self.velocity(z, r, t, text, features)
 
-    def velocity(self, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor, text: torch.Tensor,
-                 features: torch.Tensor) -> torch.Tensor:
+    def adaptive_norms(self) -> list[AdaGroupNorm]:
+        """Every norm that reads the time and prompt embedding, in a fixed order."""
+        return [m for m in self.modules() if isinstance(m, AdaGroupNorm)]
+
+    def modulations(self, r: torch.Tensor, t: torch.Tensor, text: torch.Tensor) -> dict:
+        """Each adaptive norm's gain and shift at times (r, t) for prompt ``text``: all that a
+        step takes from them, the same for every frame of a prompt (``velocity(..., mods=)``)."""
+        emb = self.embed(r, t, text)
+        return {n: n.modulation(emb) for n in self.adaptive_norms()}
+
+    def velocity(self, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor, text: torch.Tensor | None,
+                 features: torch.Tensor, mods: dict | None = None) -> torch.Tensor:
         """``forward`` without input checks, from ``condition``'s features: the per-step network
-        (what the ONNX export runs)."""
+        (what the ONNX export runs). ``mods``: ``modulations(r, t, text)`` when the caller has
+        them (``text`` is then unused)."""
         c = self.config
         B = z.shape[0]
-        emb = self.embed(r, t, text)
+        emb = self.embed(r, t, text) if mods is None else mods
         pre = c.sigma_data > 0
         if pre:
             c_in, c_skip, c_out = (k.reshape(B, 1, 1, 1) for k in edm_coefficients(t.float(), c.sigma_data))

@@ -15,6 +15,13 @@ streaming student in five stages, each starting from the previous stage's weight
 5. ``tiny`` — the tiny G-buffer encoder's latents replace the full codec's: the student learns
    to give, from tiny-encoder latents, what the previous stage gave from full ones.
 
+One optional stage follows: ``compress`` — a smaller student (fewer ``blocks`` per level and/or
+narrower ``widths``) learns to take the finished student's sampling steps. It starts from every
+tensor of the finished student whose name and shape it shares (with fewer blocks: the first
+blocks of each level) and, at every step of the finished student's own ``steps``-step
+trajectory from fresh noise, regresses that step's velocity; the finished student stays frozen.
+A slower machine gets a faster student without running the teacher again.
+
 With ``data_weight > 0`` the regression stages also fit the data itself (flow matching on the
 ground-truth latents, whose per-sample path is straight: ``u = eps - x`` for any r), so the
 student is not bounded by an imperfect teacher. Errors are weighted per sample by
@@ -55,6 +62,7 @@ from alaya.text import PromptEncoder
 from alaya.train.loop import TrainConfig, Trainer
 
 STAGES = ("ar", "guidance", "steps", "meanflow", "tiny")
+EXTRA_STAGES = ("compress",)      # after the five: a smaller student from the finished one
 
 
 @dataclass
@@ -71,7 +79,8 @@ class StudentTrainConfig:
     noise: str | None = None             # sampling noise written into the result's config ("frame",
                                          # "fixed"; alaya.runtime.session); None: keep the init's
     blocks: int | None = None            # new student's blocks per level (the teacher's: every
-                                         # teacher tensor is copied, the student starts as good as it)
+                                         # teacher tensor is copied, the student starts as good as it);
+                                         # 'compress': the smaller student's
     guidance: float = 2.0
     teacher_window: int = 4              # frames the teacher sees, ending at the trained frame
     sample_steps: int = 8                # 'steps': the previous student's steps (result: half)
@@ -217,9 +226,55 @@ def build_student(cfg: StudentTrainConfig, teacher: Teacher) -> Student:
     return student
 
 
+def compressed_student(big: Student, widths: tuple[int, int] | None, blocks: int | None) -> Student:
+    """A student like ``big`` with other ``widths`` and/or ``blocks``, holding every tensor of
+    ``big`` whose name and shape it shares (fewer blocks: the first of each level)."""
+    if widths is None and blocks is None:
+        raise ValueError("stage 'compress' needs the smaller student's widths and/or blocks "
+                         "(--student-widths, --student-blocks)")
+    c = big.config
+    small = Student(dataclasses.replace(c, widths=tuple(widths or c.widths), blocks=blocks or c.blocks))
+    if small.config.widths == tuple(c.widths) and small.config.blocks == c.blocks:
+        raise ValueError(f"stage 'compress': widths {tuple(c.widths)} and blocks {c.blocks} are the student's own")
+    copy_matching(small, big.state_dict())
+    return small
+
+
+def copy_matching(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[str]:
+    """Copy every tensor of ``state`` whose name and shape ``module`` shares; returns their names."""
+    own = module.state_dict()
+    copied = [k for k, v in state.items() if k in own and own[k].shape == v.shape]
+    with torch.no_grad():
+        for k in copied:
+            own[k].copy_(state[k])
+    return copied
+
+
+def trajectory_targets(frozen: Student, eps: torch.Tensor, g, text, ctx, valid, view, rng: np.random.Generator):
+    """One point per sample of ``frozen``'s own sampling trajectory from ``eps``: a random step k
+    of its ``steps`` (B,), the latents there, its (r, t) and the velocity it takes."""
+    B, steps = len(eps), frozen.config.steps
+    ts = torch.linspace(1, 0, steps + 1)
+    k = torch.from_numpy(rng.integers(steps, size=B))
+    zs, us = [], []
+    with torch.no_grad():
+        features = frozen.condition(g, ctx, valid, view)
+        z = eps
+        for t, r in zip(ts[:-1], ts[1:]):
+            rr = r if frozen.config.average_velocity else t
+            u = frozen(z, rr.expand(B), t.expand(B), g, text, ctx, valid, features)
+            zs.append(z)
+            us.append(u)
+            z = z - (t - r) * u
+    rows = torch.arange(B)
+    t = ts[k]
+    r = ts[k + 1] if frozen.config.average_velocity else t
+    return torch.stack(zs, 1)[rows, k], r, t, torch.stack(us, 1)[rows, k]
+
+
 def train_student(cfg: StudentTrainConfig) -> Student:
-    if cfg.stage not in STAGES:
-        raise ValueError(f"unknown stage '{cfg.stage}'; stages in order: {', '.join(STAGES)}")
+    if cfg.stage not in STAGES + EXTRA_STAGES:
+        raise ValueError(f"unknown stage '{cfg.stage}'; stages in order: {', '.join(STAGES + EXTRA_STAGES)}")
     if cfg.noise not in (None, "frame", "fixed"):
         raise ValueError(f"noise must be 'frame' or 'fixed', got {cfg.noise!r}")
     if cfg.teacher_weight < 0 or cfg.data_weight < 0:
@@ -233,11 +288,14 @@ def train_student(cfg: StudentTrainConfig) -> Student:
     teacher = Teacher.from_pretrained(cfg.teacher).eval().requires_grad_(False)
     ae = Autoencoder.from_pretrained(cfg.autoencoder).eval()
     folder = build_latent_cache(cfg.data, ae, progress=tc.progress)
-    tiny = TinyGBufferEncoder.from_pretrained(cfg.tiny_encoder).eval() if cfg.stage == "tiny" else None
+    tiny_latents = cfg.stage in ("tiny", "compress")
+    tiny = TinyGBufferEncoder.from_pretrained(cfg.tiny_encoder).eval() if tiny_latents else None
     encoder = PromptEncoder()
     train = StudentClips(cfg.data, folder, "train", encoder, tiny, view=teacher.config.view_channels)
     student = build_student(cfg, teacher)
-    frozen = copy.deepcopy(student).eval().requires_grad_(False) if cfg.stage in ("steps", "tiny") else None
+    frozen = copy.deepcopy(student).eval().requires_grad_(False) if cfg.stage in ("steps", "tiny", "compress") else None
+    if cfg.stage == "compress":
+        student = compressed_student(frozen, cfg.widths, cfg.blocks)
     if cfg.stage == "steps":
         if cfg.sample_steps % 2 or cfg.sample_steps < 2:
             raise ValueError(f"sample_steps must be even and >= 2, got {cfg.sample_steps}")
@@ -246,14 +304,14 @@ def train_student(cfg: StudentTrainConfig) -> Student:
         student.config.average_velocity = True
     K = student.config.context
     rolls = cfg.stage == "meanflow" or (cfg.stage in ("ar", "guidance") and cfg.self_context > 0)
-    W = max(cfg.teacher_window, K + 1 + (cfg.rollout if rolls else 0))
+    W = max(cfg.teacher_window if cfg.stage != "compress" else 1, K + 1 + (cfg.rollout if rolls else 0))
 
     def loss_fn(m, index: int):
         rng, c, st, f, text = train.sample(tc.batch_size, tc.seed, index, W, cfg.text_noise)
         B = len(c)
         gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
         x = train.rgb[c, st, f].float()
-        g = (train.tiny_gbuffer if cfg.stage == "tiny" else train.gbuffer)[c, f].float()
+        g = (train.tiny_gbuffer if tiny_latents else train.gbuffer)[c, f].float()
         eps = torch.randn(x.shape, generator=gen)
         drop = rng.random(B) < cfg.view_dropout
         view = train.view_at(c, f, drop)
@@ -293,6 +351,9 @@ def train_student(cfg: StudentTrainConfig) -> Student:
                 z_end = z_mid - (mid - r).view(-1, 1, 1, 1) * frozen(z_mid, mid, mid, g, text, ctx, valid, view=view)
             target = (z - z_end) / (t - r).view(-1, 1, 1, 1)
             u = m(z, t, t, g, text, ctx, valid, view=view)
+        elif cfg.stage == "compress":                      # the finished student's steps, on its own path
+            z, r, t, target = trajectory_targets(frozen, eps, g, text, ctx, valid, view, rng)
+            u = m(z, r, t, g, text, ctx, valid, view=view)
         else:                                              # tiny: match the previous stage on full latents
             r, t = _grid_times(B, student.config.steps, rng)
             if not student.config.average_velocity:
@@ -307,7 +368,7 @@ def train_student(cfg: StudentTrainConfig) -> Student:
         if cfg.stage in ("ar", "guidance"):
             loss = cfg.teacher_weight * loss
         logs = {}
-        if cfg.data_weight > 0 and cfg.stage != "tiny":
+        if cfg.data_weight > 0 and cfg.stage not in ("tiny", "compress"):
             data = (weight * (u - (eps - x)) ** 2).mean()   # straight per-sample path: u = eps - x
             logs = {"teacher_loss": loss.detach(), "data_loss": data.detach()}
             loss = loss + cfg.data_weight * data

@@ -26,9 +26,16 @@ class AdaGroupNorm(nn.Module):
         nn.init.zeros_(self.proj.weight)
         nn.init.zeros_(self.proj.bias)
 
-    def forward(self, x: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+    def modulation(self, cond: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, cond_dim) -> gain ``1 + scale`` and shift, each (B, channels, 1, 1)."""
         scale, shift = self.proj(cond)[:, :, None, None].chunk(2, dim=1)
-        return self.norm(x) * (1 + scale) + shift
+        return 1 + scale, shift
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor | dict) -> torch.Tensor:
+        """``cond``: the conditioning vector, or a precomputed ``{norm: modulation(cond)}`` of
+        every norm of a network (what a sampler computes once per prompt, not per step)."""
+        gain, shift = cond[self] if isinstance(cond, dict) else self.modulation(cond)
+        return self.norm(x) * gain + shift
 
 
 class TemporalConv(nn.Module):

@@ -19,10 +19,12 @@ ONNX graphs compute the same functions: outputs match torch to ~1e-5 (tested, to
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import os
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
@@ -62,21 +64,46 @@ class _StepNet(nn.Module):
         return self.student.velocity(z, r, t, text, features)
 
 
-class _SampleNet(nn.Module):
-    """A frame's ``steps`` student steps as one graph: the session's updates
-    ``z - (t - r) u(z, r', t)`` on its time grid ``linspace(1, 0, steps + 1)``, unrolled (r' = r
-    for an average-velocity student, t otherwise). One onnxruntime run a frame instead of
-    ``steps``: measured 2.5 ms a frame less for the shipped student in int8 (docs/flash.md)."""
+def _sample_times(student: Student, steps: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(r', t, r) of each step on the session's grid ``linspace(1, 0, steps + 1)``: the update is
+    ``z - (t - r) u(z, r', t)``, r' = r for an average-velocity student, t otherwise."""
+    times = torch.linspace(1.0, 0.0, steps + 1)
+    average = student.config.average_velocity
+    return [((r if average else t).reshape(1), t.reshape(1), r) for t, r in zip(times[:-1], times[1:])]
+
+
+class _ModulationNet(nn.Module):
+    """A prompt's modulations for every step of ``_SampleNet``: for each step, each adaptive
+    norm's gain and shift (``Student.modulations``), flattened in that order. They depend on the
+    prompt alone, so the backend runs this graph once per prompt, not once per frame."""
 
     def __init__(self, student: Student, steps: int):
         super().__init__()
         self.student, self.steps = student, steps
 
-    def forward(self, z, text, features):
-        times = torch.linspace(1.0, 0.0, self.steps + 1)
-        average = self.student.config.average_velocity
-        for t, r in zip(times[:-1], times[1:]):
-            z = z - (t - r) * self.student.velocity(z, (r if average else t).reshape(1), t.reshape(1), text, features)
+    def forward(self, text):
+        return tuple(x for r, t, _ in _sample_times(self.student, self.steps)
+                     for pair in self.student.modulations(r, t, text).values() for x in pair)
+
+
+class _SampleNet(nn.Module):
+    """A frame's ``steps`` student steps as one graph, unrolled on the session's time grid
+    (``_sample_times``), reading the prompt's modulations (``_ModulationNet``'s outputs) instead of
+    the prompt: one onnxruntime run a frame instead of ``steps`` (measured 2.5 ms a frame less for
+    the shipped student in int8), with no per-step projections of the time and prompt."""
+
+    def __init__(self, student: Student, steps: int):
+        super().__init__()
+        self.student, self.steps = student, steps
+
+    def forward(self, z, features, *mods):
+        norms = self.student.adaptive_norms()
+        if len(mods) != 2 * len(norms) * self.steps:
+            raise ValueError(f"expected {2 * len(norms) * self.steps} modulation tensors, got {len(mods)}")
+        for k, (r, t, r_next) in enumerate(_sample_times(self.student, self.steps)):
+            own = mods[2 * len(norms) * k:2 * len(norms) * (k + 1)]
+            step_mods = {n: (own[2 * i], own[2 * i + 1]) for i, n in enumerate(norms)}
+            z = z - (t - r_next) * self.student.velocity(z, r, t, None, features, mods=step_mods)
         return z
 
 
@@ -163,8 +190,9 @@ def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder
                       torch.zeros(1, c.context, 1, h, h), *view),
             "step": (torch.zeros(1, c.latent_channels, h, h), torch.full((1,), 0.5), torch.full((1,), 0.75),
                      torch.zeros(1, c.text_dim), torch.zeros(1, c.widths[0], h, h)),
-            "sample": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, c.text_dim),
-                       torch.zeros(1, c.widths[0], h, h)),
+            "modulation": (torch.zeros(1, c.text_dim),),
+            "sample": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, c.widths[0], h, h),
+                       *_ModulationNet(student, c.steps)(torch.zeros(1, c.text_dim))),
             "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, state_channels(decoder), h, h))}
 
 
@@ -175,8 +203,14 @@ def state_channels(decoder) -> int:
 
 NAMES = {"frame": (["x", "context", "valid", "view"], ["g", "features"]),     # "view": view students only
          "step": (["z", "r", "t", "text", "features"], ["u"]),
-         "sample": (["z", "text", "features"], ["latents"]),         # the steps of one frame, unrolled
+         "modulation": (["text"], []),                # outputs: "mod0", "mod1", ... (mod_names)
+         "sample": (["z", "features"], ["latents"]),  # the steps of one frame, unrolled; + the mods
          "decode": (["z", "previous"], ["rgb", "state"])}
+
+
+def mod_names(student: Student, steps: int) -> list[str]:
+    """Names of the modulation graph's outputs, the sample graph's inputs after z and features."""
+    return [f"mod{i}" for i in range(2 * len(student.adaptive_norms()) * steps)]
 
 
 def _for_export(student: Student) -> Student:
@@ -199,17 +233,24 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
         raise ValueError(f"frame size must be a multiple of 16, got {size}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    steps = student.config.steps
     nets = {"frame": _FrameNet(_for_export(student), encoder), "step": _StepNet(student),
-            "sample": _SampleNet(student, student.config.steps), "decode": _DecodeNet(decoder)}
+            "modulation": _ModulationNet(student, steps), "sample": _SampleNet(student, steps),
+            "decode": _DecodeNet(decoder)}
     inputs = example_inputs(student, encoder, decoder, size, factor)
+    mods = mod_names(student, steps)
     for name, net in nets.items():
         tmp = folder / f".{name}.{os.getpid()}.onnx"
         ins, outs = NAMES[name]
+        if name == "modulation":
+            outs = mods
+        elif name == "sample":
+            ins = ins + mods
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")   # legacy-exporter and tracer notes on shape checks (fixed sizes here)
             torch.onnx.export(net.eval(), inputs[name], str(tmp), input_names=ins[:len(inputs[name])], output_names=outs,
                               opset_version=17, dynamo=False)
-        if name == "sample":
+        if name in ("modulation", "sample"):
             import onnx
             graph = onnx.load(str(tmp))
             onnx.helper.set_model_props(graph, {"alaya.steps": str(net.steps)})
@@ -238,9 +279,11 @@ def torch_threads(n: int):
 class OnnxBackend:
     """onnxruntime sessions for the per-frame graphs; stateless (the stream's state lives in the
     ``RenderSession``), so one backend serves many sessions, from many threads. ``sample`` runs a
-    frame's ``sample_steps`` steps in one graph (the session uses it when its step count is that);
-    ``step`` one step. ``int8``: the quantized ``sample_int8.onnx`` (``alaya.runtime.int8``)
-    instead of ``sample.onnx``."""
+    frame's ``sample_steps`` steps in one graph (the session uses it when its step count is that)
+    from the prompt's modulations, which the modulation graph computes once per prompt (kept for
+    the ``MOD_CACHE`` most recent prompts); ``step`` one step. ``int8``: the quantized
+    ``sample_int8.onnx`` (``alaya.runtime.int8``) instead of ``sample.onnx``."""
+    MOD_CACHE = 32
 
     def __init__(self, folder: str | os.PathLike, threads: int | None = None, size: int | None = None,
                  int8: bool = False):
@@ -271,6 +314,12 @@ class OnnxBackend:
             raise ValueError(f"{Path(folder) / 'sample.onnx'}: no 'alaya.steps' in its metadata; re-export it")
         self.sample_steps = int(steps)
         self.state_channels = self.sessions["decode"].get_inputs()[1].shape[1]
+        self.mod_names = [o.name for o in self.sessions["modulation"].get_outputs()]
+        if self.inputs["sample"][2:] != self.mod_names:
+            raise ValueError(f"{folder}: the sample graph's inputs {self.inputs['sample'][:4]}... do not match the "
+                             "modulation graph's outputs; re-export both")
+        self._mods: collections.OrderedDict[bytes, dict[str, np.ndarray]] = collections.OrderedDict()
+        self._mods_lock = threading.Lock()
 
     @classmethod
     def from_modules(cls, student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
@@ -298,9 +347,29 @@ class OnnxBackend:
     def step(self, z, r, t, text, features):
         return self._run("step", z, r, t, text, features)[0]
 
+    def modulations(self, text: torch.Tensor) -> dict[str, np.ndarray]:
+        """The sample graph's modulation inputs for prompt embedding ``text`` (1, D), cached."""
+        key = np.ascontiguousarray(text.detach().numpy(), dtype=np.float32).tobytes()
+        with self._mods_lock:
+            if key in self._mods:
+                self._mods.move_to_end(key)
+                return self._mods[key]
+        mods = dict(zip(self.mod_names, self.sessions["modulation"].run(None, {"text": np.frombuffer(
+            key, np.float32).reshape(text.shape)})))
+        with self._mods_lock:
+            self._mods[key] = mods
+            while len(self._mods) > self.MOD_CACHE:
+                self._mods.popitem(last=False)
+        return mods
+
+    def sample_feed(self, z, text, features) -> dict[str, np.ndarray]:
+        """The sample graph's inputs for one frame (what int8 calibration records)."""
+        return {"z": np.ascontiguousarray(z.numpy(), dtype=np.float32),
+                "features": np.ascontiguousarray(features.numpy(), dtype=np.float32), **self.modulations(text)}
+
     def sample(self, z, text, features):
         """``sample_steps`` steps from the frame's starting noise ``z``: its latents."""
-        return self._run("sample", z, text, features)[0]
+        return torch.from_numpy(self.sessions["sample"].run(None, self.sample_feed(z, text, features))[0])
 
     def decode(self, z, previous):
         if previous is None:                       # the start of a stream: an empty memory

@@ -201,7 +201,7 @@ class _RecordingBackend:
         return self.inner.step(*args)
 
     def sample(self, z, text, features):
-        self.feeds.append({"z": z.numpy().copy(), "text": text.numpy().copy(), "features": features.numpy().copy()})
+        self.feeds.append({k: v.copy() for k, v in self.inner.sample_feed(z, text, features).items()})
         return self.inner.sample(z, text, features)
 
     def decode(self, z, previous):
