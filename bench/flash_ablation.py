@@ -6,11 +6,13 @@ stream (physics + raster + student + decode), median FPS over ``--live-frames`` 
 Usage:
   python bench/flash_ablation.py [--data data/ds128] [--clips 2] [--frames 12]
       [--stages ar=DIR,guidance=DIR,steps=DIR,meanflow=DIR] [--student weights/student]
+      [--compare NAME=DIR,...]
       [--live-frames 1000] [--backend onnx|torch]
 
 Without ``--data`` it renders ``--clips`` fresh engine clips from seeds no dataset of ours uses.
 Intermediate stages are measured when ``--stages`` names their weights (they are not shipped;
-``alaya train student`` writes them). The final student runs in ``--backend`` (default
+``alaya train student`` writes them); ``--compare`` adds other finished students (rows of their
+own, in ``--backend``). The final student runs in ``--backend`` (default
 ``onnx-int8``: its steps quantized, from the ranges shipped beside the weights); with
 ``onnx-int8`` the same student in plain ``onnx`` is measured too (row ``tiny-fp32``). Stage settings: ``ar`` samples 8 Euler steps with
 guidance 2 (16 calls a frame), ``guidance`` 8 steps, ``steps`` and ``meanflow`` 4 steps, all
@@ -86,6 +88,8 @@ def main() -> None:
     p.add_argument("--autoencoder", default="weights/autoencoder")
     p.add_argument("--stages", default="", help="comma list stage=weights_folder (ar, guidance, steps, meanflow)")
     p.add_argument("--student", default="weights/student", help="the final student (tiny codecs)")
+    p.add_argument("--compare", default="", help="comma list name=weights_folder: other finished students (tiny "
+                   "codecs, e.g. the one a 'compress' stage started from), measured in --backend")
     p.add_argument("--live-frames", type=int, default=1000)
     p.add_argument("--backend", default="onnx-int8", choices=["onnx-int8", "onnx", "torch"],
                    help="the final student's backend (onnx-int8: its steps quantized; also measured in onnx)")
@@ -111,6 +115,11 @@ def main() -> None:
             raise SystemExit(f"--stages: unknown stage '{name}' (choose from {sorted(STAGE_SETTINGS)})")
         renderers[name] = StudentRenderer(Student.from_pretrained(folder), "full", autoencoder=ae, encoder=encoder,
                                           **STAGE_SETTINGS[name])
+    for item in filter(None, a.compare.split(",")):
+        name, folder = item.split("=", 1)
+        if name in STAGE_SETTINGS or name in ("teacher", "tiny", "tiny-fp32"):
+            raise SystemExit(f"--compare: '{name}' names a row of its own; choose another name")
+        renderers[name] = StudentRenderer.from_pretrained(folder, encoder=encoder, backend=a.backend)
     if a.backend == "onnx-int8":        # the same student with float steps, for the int8 row's cost
         renderers["tiny-fp32"] = StudentRenderer.from_pretrained(a.student, encoder=encoder, backend="onnx")
     renderers["tiny"] = StudentRenderer.from_pretrained(a.student, encoder=encoder, backend=a.backend)

@@ -44,12 +44,13 @@ def test_teacher_bench_prints_json():
                     reason="student weights not shipped")
 def test_flash_ablation_bench_prints_json():
     r = last_json(["bench/flash_ablation.py", "--clips", "1", "--frames", "2", "--size", "32",
-                   "--teacher-steps", "2", "--live-frames", "3"])
+                   "--teacher-steps", "2", "--live-frames", "3", "--compare", "again=weights/student"])
     for key in ("fps", "speedup_vs_teacher", "psnr", "teacher_psnr", "warp_error", "teacher_warp_error",
                 "style_accuracy"):
         assert key in r
     assert r["fps"] > 0 and r["speedup_vs_teacher"] > 1 and 0 <= r["style_accuracy"] <= 1
-    assert set(r["stages"]) == {"teacher", "tiny-fp32", "tiny"} and r["live"]["frames"] == 3
+    assert set(r["stages"]) == {"teacher", "again", "tiny-fp32", "tiny"} and r["live"]["frames"] == 3
+    assert r["stages"]["again"]["psnr"] == r["stages"]["tiny"]["psnr"]     # the same student, the same frames
 
 
 @pytest.mark.skipif(not (ROOT / "weights" / "student" / "model.safetensors").exists(),

@@ -74,34 +74,38 @@ def _sample_times(student: Student, steps: int) -> list[tuple[torch.Tensor, torc
 
 class _ModulationNet(nn.Module):
     """A prompt's modulations for every step of ``_SampleNet``: for each step, each adaptive
-    norm's gain and shift (``Student.modulations``), flattened in that order. They depend on the
-    prompt alone, so the backend runs this graph once per prompt, not once per frame."""
+    norm's gain and shift (``Student.modulations``), concatenated in that order along channels
+    into one (1, M, 1, 1) tensor. They depend on the prompt alone, so the backend runs this graph
+    once per prompt, not once per frame."""
 
     def __init__(self, student: Student, steps: int):
         super().__init__()
         self.student, self.steps = student, steps
 
     def forward(self, text):
-        return tuple(x for r, t, _ in _sample_times(self.student, self.steps)
-                     for pair in self.student.modulations(r, t, text).values() for x in pair)
+        return torch.cat([x for r, t, _ in _sample_times(self.student, self.steps)
+                          for pair in self.student.modulations(r, t, text).values() for x in pair], 1)
 
 
 class _SampleNet(nn.Module):
     """A frame's ``steps`` student steps as one graph, unrolled on the session's time grid
-    (``_sample_times``), reading the prompt's modulations (``_ModulationNet``'s outputs) instead of
-    the prompt: one onnxruntime run a frame instead of ``steps`` (measured 2.5 ms a frame less for
-    the shipped student in int8), with no per-step projections of the time and prompt."""
+    (``_sample_times``), reading the prompt's modulations (``_ModulationNet``'s output, split by
+    one operator) instead of the prompt: one onnxruntime run a frame instead of ``steps``
+    (measured 2.5 ms a frame less for the shipped student in int8), with no per-step
+    projections of the time and prompt."""
 
     def __init__(self, student: Student, steps: int):
         super().__init__()
         self.student, self.steps = student, steps
 
-    def forward(self, z, features, *mods):
+    def forward(self, z, features, mods):
         norms = self.student.adaptive_norms()
-        if len(mods) != 2 * len(norms) * self.steps:
-            raise ValueError(f"expected {2 * len(norms) * self.steps} modulation tensors, got {len(mods)}")
+        sizes = [n.norm.num_channels for n in norms for _ in range(2)] * self.steps
+        if mods.shape[1] != sum(sizes):
+            raise ValueError(f"mods: expected {sum(sizes)} channels, got {mods.shape[1]}")
+        parts = torch.split(mods, sizes, dim=1)
         for k, (r, t, r_next) in enumerate(_sample_times(self.student, self.steps)):
-            own = mods[2 * len(norms) * k:2 * len(norms) * (k + 1)]
+            own = parts[2 * len(norms) * k:2 * len(norms) * (k + 1)]
             step_mods = {n: (own[2 * i], own[2 * i + 1]) for i, n in enumerate(norms)}
             z = z - (t - r_next) * self.student.velocity(z, r, t, None, features, mods=step_mods)
         return z
@@ -192,7 +196,7 @@ def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder
                      torch.zeros(1, c.text_dim), torch.zeros(1, c.widths[0], h, h)),
             "modulation": (torch.zeros(1, c.text_dim),),
             "sample": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, c.widths[0], h, h),
-                       *_ModulationNet(student, c.steps)(torch.zeros(1, c.text_dim))),
+                       _ModulationNet(student, c.steps)(torch.zeros(1, c.text_dim))),
             "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, state_channels(decoder), h, h))}
 
 
@@ -203,14 +207,9 @@ def state_channels(decoder) -> int:
 
 NAMES = {"frame": (["x", "context", "valid", "view"], ["g", "features"]),     # "view": view students only
          "step": (["z", "r", "t", "text", "features"], ["u"]),
-         "modulation": (["text"], []),                # outputs: "mod0", "mod1", ... (mod_names)
-         "sample": (["z", "features"], ["latents"]),  # the steps of one frame, unrolled; + the mods
+         "modulation": (["text"], ["mods"]),          # a prompt's modulations, once per prompt
+         "sample": (["z", "features", "mods"], ["latents"]),  # the steps of one frame, unrolled
          "decode": (["z", "previous"], ["rgb", "state"])}
-
-
-def mod_names(student: Student, steps: int) -> list[str]:
-    """Names of the modulation graph's outputs, the sample graph's inputs after z and features."""
-    return [f"mod{i}" for i in range(2 * len(student.adaptive_norms()) * steps)]
 
 
 def _for_export(student: Student) -> Student:
@@ -238,14 +237,9 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
             "modulation": _ModulationNet(student, steps), "sample": _SampleNet(student, steps),
             "decode": _DecodeNet(decoder)}
     inputs = example_inputs(student, encoder, decoder, size, factor)
-    mods = mod_names(student, steps)
     for name, net in nets.items():
         tmp = folder / f".{name}.{os.getpid()}.onnx"
         ins, outs = NAMES[name]
-        if name == "modulation":
-            outs = mods
-        elif name == "sample":
-            ins = ins + mods
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")   # legacy-exporter and tracer notes on shape checks (fixed sizes here)
             torch.onnx.export(net.eval(), inputs[name], str(tmp), input_names=ins[:len(inputs[name])], output_names=outs,
@@ -314,11 +308,10 @@ class OnnxBackend:
             raise ValueError(f"{Path(folder) / 'sample.onnx'}: no 'alaya.steps' in its metadata; re-export it")
         self.sample_steps = int(steps)
         self.state_channels = self.sessions["decode"].get_inputs()[1].shape[1]
-        self.mod_names = [o.name for o in self.sessions["modulation"].get_outputs()]
-        if self.inputs["sample"][2:] != self.mod_names:
-            raise ValueError(f"{folder}: the sample graph's inputs {self.inputs['sample'][:4]}... do not match the "
-                             "modulation graph's outputs; re-export both")
-        self._mods: collections.OrderedDict[bytes, dict[str, np.ndarray]] = collections.OrderedDict()
+        if self.sessions["modulation"].get_outputs()[0].shape != self.sessions["sample"].get_inputs()[2].shape:
+            raise ValueError(f"{folder}: the sample graph's modulation input does not match the modulation graph's "
+                             "output; re-export both")
+        self._mods: collections.OrderedDict[bytes, np.ndarray] = collections.OrderedDict()
         self._mods_lock = threading.Lock()
 
     @classmethod
@@ -347,15 +340,14 @@ class OnnxBackend:
     def step(self, z, r, t, text, features):
         return self._run("step", z, r, t, text, features)[0]
 
-    def modulations(self, text: torch.Tensor) -> dict[str, np.ndarray]:
-        """The sample graph's modulation inputs for prompt embedding ``text`` (1, D), cached."""
+    def modulations(self, text: torch.Tensor) -> np.ndarray:
+        """The sample graph's modulation input (1, M, 1, 1) for prompt embedding ``text`` (1, D), cached."""
         key = np.ascontiguousarray(text.detach().numpy(), dtype=np.float32).tobytes()
         with self._mods_lock:
             if key in self._mods:
                 self._mods.move_to_end(key)
                 return self._mods[key]
-        mods = dict(zip(self.mod_names, self.sessions["modulation"].run(None, {"text": np.frombuffer(
-            key, np.float32).reshape(text.shape)})))
+        mods = self.sessions["modulation"].run(None, {"text": np.frombuffer(key, np.float32).reshape(text.shape)})[0]
         with self._mods_lock:
             self._mods[key] = mods
             while len(self._mods) > self.MOD_CACHE:
@@ -365,7 +357,7 @@ class OnnxBackend:
     def sample_feed(self, z, text, features) -> dict[str, np.ndarray]:
         """The sample graph's inputs for one frame (what int8 calibration records)."""
         return {"z": np.ascontiguousarray(z.numpy(), dtype=np.float32),
-                "features": np.ascontiguousarray(features.numpy(), dtype=np.float32), **self.modulations(text)}
+                "features": np.ascontiguousarray(features.numpy(), dtype=np.float32), "mods": self.modulations(text)}
 
     def sample(self, z, text, features):
         """``sample_steps`` steps from the frame's starting noise ``z``: its latents."""
