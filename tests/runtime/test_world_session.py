@@ -78,6 +78,7 @@ def test_onnx_matches_torch(parts, start, encoder):
     o = WorldSession(*parts, encoder=encoder, size=SIZE, backend="onnx")
     for s in (t, o):
         s.reset(start, "a golden sunset")
+    assert o.backend.sample_steps == o.steps                 # the steps run as one graph
     for row in ROWS:
         zt, zo = t.step_latent(row), o.step_latent(row)
         assert (zt - zo).abs().max() < ONNX_TOLERANCE

@@ -223,7 +223,7 @@ def _for_export(student: Student) -> Student:
 
 
 def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, folder: str | os.PathLike,
-                size: int = 128, factor: int = 8) -> Path:
+                size: int = 128, factor: int = 8, steps: int | None = None) -> Path:
     """Write ``frame.onnx``, ``step.onnx``, ``sample.onnx`` (the student's ``config.steps`` steps
     unrolled, their count in the model's metadata ``alaya.steps``) and ``decode.onnx`` for frames
     of ``size`` x ``size`` (latents ``factor`` times smaller) into ``folder`` (each written to a
@@ -232,7 +232,7 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
         raise ValueError(f"frame size must be a multiple of 16, got {size}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    steps = student.config.steps
+    steps = steps or student.config.steps
     nets = {"frame": _FrameNet(_for_export(student), encoder), "step": _StepNet(student),
             "modulation": _ModulationNet(student, steps), "sample": _SampleNet(student, steps),
             "decode": _DecodeNet(decoder)}
@@ -317,12 +317,13 @@ class OnnxBackend:
     @classmethod
     def from_modules(cls, student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
                      folder: str | os.PathLike | None = None, threads: int | None = None,
-                     factor: int = 8, int8_ranges=None) -> "OnnxBackend":
+                     factor: int = 8, int8_ranges=None, steps: int | None = None) -> "OnnxBackend":
         """Export the graphs for ``size`` (into a temporary folder unless ``folder``) and load them;
-        with ``int8_ranges`` (``alaya.runtime.int8.load_ranges``) the sample graph is quantized."""
+        with ``int8_ranges`` (``alaya.runtime.int8.load_ranges``) the sample graph is quantized.
+        ``steps``: the sample graph's step count (default the student's)."""
         if folder is None:
             folder = tempfile.mkdtemp(prefix="alaya-onnx-")
-        folder = export_onnx(student, encoder, decoder, folder, size, factor)
+        folder = export_onnx(student, encoder, decoder, folder, size, factor, steps)
         if int8_ranges is not None:
             from alaya.runtime.int8 import quantize_step
             quantize_step(folder / "sample.onnx", folder / "sample_int8.onnx", int8_ranges)

@@ -53,7 +53,7 @@ class WorldSession:
         if backend == "torch":
             backend = TorchBackend(model.core, None, decoder, size=size)
         elif backend == "onnx":
-            backend = OnnxBackend.from_modules(model.core, None, decoder, size, factor=c.factor)
+            backend = OnnxBackend.from_modules(model.core, None, decoder, size, factor=c.factor, steps=self.steps)
         self.backend = backend
         self.encoder = encoder or PromptEncoder()
         self.times = torch.linspace(1.0, 0.0, self.steps + 1)
@@ -128,8 +128,11 @@ class WorldSession:
                                          self.pose, pitch)                                # anchor_warp
         _, features = self.backend.frame(anchor, context * valid, valid)
         z = torch.randn(self.anchor.shape, generator=gen)
-        for t, r in zip(self.times[:-1], self.times[1:]):
-            z = z - (t - r) * self.backend.step(z, t.reshape(1), t.reshape(1), cond, features)
+        if getattr(self.backend, "sample_steps", None) == self.steps and not self.model.core.config.average_velocity:
+            z = self.backend.sample(z, cond, features)    # the same Euler steps, unrolled in one graph
+        else:
+            for t, r in zip(self.times[:-1], self.times[1:]):
+                z = z - (t - r) * self.backend.step(z, t.reshape(1), t.reshape(1), cond, features)
         z = self.model.finish(z, context[:, 0], self.stabilize)
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
@@ -180,7 +183,7 @@ class WorldSessionFactory:
         self.size = size
         self.encoder = encoder or PromptEncoder()
         self.backend = (OnnxBackend.from_modules(model.core, None, decoder, size, threads=threads,
-                                                 factor=model.config.factor)
+                                                 factor=model.config.factor, steps=model.config.steps)
                         if backend == "onnx" else TorchBackend(model.core, None, decoder, size=size))
 
     @classmethod
