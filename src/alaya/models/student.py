@@ -27,7 +27,7 @@ from alaya.diffusion.flow import edm_coefficients
 from alaya.models.teacher import FlowBlock, Teacher, apply_view, check_view, pixel_features, view_branch
 from alaya.nn.blocks import conv
 from alaya.nn.conditioning import AdaGroupNorm, timestep_embedding
-from alaya.nn.pretrained import from_pretrained, save_pretrained
+from alaya.nn.pretrained import copy_matching, from_pretrained, save_pretrained
 
 
 @dataclass
@@ -226,11 +226,7 @@ class Student(nn.Module):
         """Copy every teacher tensor whose name and shape match, and the teacher's input weights
         for (z, G-buffer) into the matching slice of the wider stem; returns what was copied."""
         own = self.state_dict()
-        copied = []
-        for name, value in teacher.state_dict().items():
-            if name in own and own[name].shape == value.shape:
-                own[name].copy_(value)
-                copied.append(name)
+        copied = copy_matching(self, teacher.state_dict())
         tw = teacher.stem.weight                            # (w0, C + G, 3, 3)
         C = self.config.latent_channels
         sw, cw = own["stem.weight"], own["cond_stem.weight"]

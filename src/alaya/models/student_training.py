@@ -58,6 +58,7 @@ from alaya.models.student import (Student, StudentConfig, latent_flow, push_cont
                                   warp_context)
 from alaya.models.teacher import Teacher
 from alaya.models.teacher_training import LatentClips, augment_prompt
+from alaya.nn.pretrained import copy_matching
 from alaya.text import PromptEncoder
 from alaya.train.loop import TrainConfig, Trainer
 
@@ -238,16 +239,6 @@ def compressed_student(big: Student, widths: tuple[int, int] | None, blocks: int
         raise ValueError(f"stage 'compress': widths {tuple(c.widths)} and blocks {c.blocks} are the student's own")
     copy_matching(small, big.state_dict())
     return small
-
-
-def copy_matching(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[str]:
-    """Copy every tensor of ``state`` whose name and shape ``module`` shares; returns their names."""
-    own = module.state_dict()
-    copied = [k for k, v in state.items() if k in own and own[k].shape == v.shape]
-    with torch.no_grad():
-        for k in copied:
-            own[k].copy_(state[k])
-    return copied
 
 
 def trajectory_targets(frozen: Student, eps: torch.Tensor, g, text, ctx, valid, view, rng: np.random.Generator):

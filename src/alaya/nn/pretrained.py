@@ -85,3 +85,13 @@ def from_pretrained(cls: type[T], config_cls: type, folder: str | os.PathLike) -
     if missing or unexpected:
         raise ValueError(f"{weights}: missing keys {missing[:5]}, unexpected keys {unexpected[:5]}")
     return model
+
+
+def copy_matching(module: torch.nn.Module, state: dict[str, torch.Tensor]) -> list[str]:
+    """Copy every tensor of ``state`` whose name and shape ``module`` shares; returns their names."""
+    own = module.state_dict()
+    copied = [k for k, v in state.items() if k in own and own[k].shape == v.shape]
+    with torch.no_grad():
+        for k in copied:
+            own[k].copy_(state[k])
+    return copied

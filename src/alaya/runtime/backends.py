@@ -224,10 +224,10 @@ def _for_export(student: Student) -> Student:
 
 def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, folder: str | os.PathLike,
                 size: int = 128, factor: int = 8, steps: int | None = None) -> Path:
-    """Write ``frame.onnx``, ``step.onnx``, ``sample.onnx`` (the student's ``config.steps`` steps
-    unrolled, their count in the model's metadata ``alaya.steps``) and ``decode.onnx`` for frames
-    of ``size`` x ``size`` (latents ``factor`` times smaller) into ``folder`` (each written to a
-    temporary name, then renamed)."""
+    """Write ``frame.onnx``, ``step.onnx``, ``sample.onnx`` (``steps`` steps unrolled, default the
+    student's ``config.steps``, their count in the model's metadata ``alaya.steps``), the prompt's
+    ``modulation.onnx`` for them and ``decode.onnx`` for frames of ``size`` x ``size`` (latents
+    ``factor`` times smaller) into ``folder`` (each written to a temporary name, then renamed)."""
     if size % 16:
         raise ValueError(f"frame size must be a multiple of 16, got {size}")
     folder = Path(folder)
