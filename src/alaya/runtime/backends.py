@@ -253,6 +253,24 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
     return folder
 
 
+def integrate(backend, z: torch.Tensor, times: torch.Tensor, text: torch.Tensor, features: torch.Tensor,
+              average: bool) -> torch.Tensor:
+    """A frame's latents from its starting noise ``z`` by the steps on ``times`` (1 -> 0): the
+    backend's unrolled sample graph when it was built for that many steps, else one ``step`` call
+    per step, ``z - (t - r) u(z, r', t)`` with r' = r for an ``average``-velocity student, t
+    otherwise (the update ``_SampleNet`` unrolls)."""
+    if getattr(backend, "sample_steps", None) == len(times) - 1:
+        return backend.sample(z, text, features)
+    for t, r in zip(times[:-1], times[1:]):
+        z = z - (t - r) * backend.step(z, (r if average else t).reshape(1), t.reshape(1), text, features)
+    return z
+
+
+def _as_input(a: torch.Tensor) -> np.ndarray:
+    """A tensor as an onnxruntime feed: contiguous float32."""
+    return np.ascontiguousarray(a.detach().numpy(), dtype=np.float32)
+
+
 @contextlib.contextmanager
 def torch_threads(n: int):
     """Run the block with torch limited to ``n`` threads (restored after): the few small torch
@@ -331,8 +349,7 @@ class OnnxBackend:
 
     def _run(self, name: str, *args: torch.Tensor) -> list[torch.Tensor]:
         ins, _ = NAMES[name]
-        feed = {k: np.ascontiguousarray(a.detach().numpy(), dtype=np.float32)
-                for k, a in zip(ins, args) if a is not None and k in self.inputs[name]}
+        feed = {k: _as_input(a) for k, a in zip(ins, args) if a is not None and k in self.inputs[name]}
         return [torch.from_numpy(o) for o in self.sessions[name].run(None, feed)]
 
     def frame(self, x, context, valid, view=None):
@@ -343,12 +360,13 @@ class OnnxBackend:
 
     def modulations(self, text: torch.Tensor) -> np.ndarray:
         """The sample graph's modulation input (1, M, 1, 1) for prompt embedding ``text`` (1, D), cached."""
-        key = np.ascontiguousarray(text.detach().numpy(), dtype=np.float32).tobytes()
+        text = _as_input(text)
+        key = text.tobytes()
         with self._mods_lock:
             if key in self._mods:
                 self._mods.move_to_end(key)
                 return self._mods[key]
-        mods = self.sessions["modulation"].run(None, {"text": np.frombuffer(key, np.float32).reshape(text.shape)})[0]
+        mods = self.sessions["modulation"].run(None, {"text": text})[0]
         with self._mods_lock:
             self._mods[key] = mods
             while len(self._mods) > self.MOD_CACHE:
@@ -357,8 +375,7 @@ class OnnxBackend:
 
     def sample_feed(self, z, text, features) -> dict[str, np.ndarray]:
         """The sample graph's inputs for one frame (what int8 calibration records)."""
-        return {"z": np.ascontiguousarray(z.numpy(), dtype=np.float32),
-                "features": np.ascontiguousarray(features.numpy(), dtype=np.float32), "mods": self.modulations(text)}
+        return {"z": _as_input(z), "features": _as_input(features), "mods": self.modulations(text)}
 
     def sample(self, z, text, features):
         """``sample_steps`` steps from the frame's starting noise ``z``: its latents."""

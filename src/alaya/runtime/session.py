@@ -35,7 +35,7 @@ import torch
 from alaya.codecs.gbuffer import all_finite, check_gbuffer, gbuffer_input, model_view_input
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student, latent_flow, push_context, warp_context
-from alaya.runtime.backends import RENDER_BACKENDS, OnnxBackend, TorchBackend, torch_threads
+from alaya.runtime.backends import RENDER_BACKENDS, OnnxBackend, TorchBackend, integrate, torch_threads
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
@@ -162,12 +162,7 @@ class RenderSession:
         _, features = backend.frame(x, self.context, self.valid, self._view(frame, x))
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + (self.frame_index if self.noise == "frame" else 0))
         z = torch.randn(1, C, h, w, generator=gen)
-        if getattr(backend, "sample_steps", None) == self.steps:   # the steps unrolled in one graph
-            z = backend.sample(z, self.text, features)
-        else:
-            average = self.student.config.average_velocity
-            for t, r in zip(self.times[:-1], self.times[1:]):
-                z = z - (t - r) * backend.step(z, (r if average else t).reshape(1), t.reshape(1), self.text, features)
+        z = integrate(backend, z, self.times, self.text, features, self.student.config.average_velocity)
         self.context, self.valid = push_context(self.context, self.valid, z)
         self.frame_index += 1
         return z

@@ -26,7 +26,7 @@ from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose
 from alaya.models.world import WorldModel
-from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend
+from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend, integrate
 from alaya.text import PromptEncoder
 
 
@@ -128,11 +128,7 @@ class WorldSession:
                                          self.pose, pitch)                                # anchor_warp
         _, features = self.backend.frame(anchor, context * valid, valid)
         z = torch.randn(self.anchor.shape, generator=gen)
-        if getattr(self.backend, "sample_steps", None) == self.steps and not self.model.core.config.average_velocity:
-            z = self.backend.sample(z, cond, features)    # the same Euler steps, unrolled in one graph
-        else:
-            for t, r in zip(self.times[:-1], self.times[1:]):
-                z = z - (t - r) * self.backend.step(z, t.reshape(1), t.reshape(1), cond, features)
+        z = integrate(self.backend, z, self.times, cond, features, self.model.core.config.average_velocity)
         z = self.model.finish(z, context[:, 0], self.stabilize)
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
