@@ -106,7 +106,8 @@ def _export_onnx(a: argparse.Namespace) -> int:
 
 def _calibrate_int8(a: argparse.Namespace) -> int:
     from alaya.runtime.int8 import calibrate
-    path = calibrate(a.weights, a.data, a.split, a.clips, a.frames, a.gbuffer_encoder, a.decoder)
+    path = calibrate(a.weights, a.data, a.split, a.clips, a.frames, a.gbuffer_encoder, a.decoder,
+                     method=a.method, percentile=a.percentile)
     print(f"wrote {path}")
     return 0
 
@@ -285,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--frames", type=int, default=8)
     ci.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
     ci.add_argument("--decoder", default="weights/tiny_decoder")
+    ci.add_argument("--method", default="minmax", choices=["minmax", "percentile"],
+                    help="percentile: each activation's range without its rarest outliers")
+    ci.add_argument("--percentile", type=float, default=99.99, help="with --method percentile")
     ci.set_defaults(func=_calibrate_int8)
 
     sv = sub.add_parser("serve", help="render sessions for other programs (gRPC for game engines)")

@@ -152,3 +152,23 @@ def test_torch_threads_limits_the_calling_thread_only_and_restores_it():
     with torch_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_percentile_ranges_drop_rare_outliers(tmp_path):
+    """MinMax ranges span every value seen; percentile ranges leave out the rarest, so one huge
+    activation no longer stretches a tensor's 256 levels; unknown methods are refused."""
+    from alaya.runtime.int8 import measure_ranges
+    conv = torch.nn.Conv2d(2, 3, 3, padding=1)
+    path = tmp_path / "conv.onnx"
+    torch.onnx.export(conv, (torch.zeros(1, 2, 16, 16),), str(path), input_names=["x"], output_names=["y"],
+                      opset_version=17, dynamo=False)
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.uniform(-1, 1, (1, 2, 16, 16)).astype(np.float32)} for _ in range(8)]
+    feeds[3]["x"][0, 1, 5, 5] = 40.0                                      # one value in 4,096
+    minmax = measure_ranges(path, feeds)
+    pct = measure_ranges(path, feeds, method="percentile", percentile=99.9)
+    assert minmax["x"][1] == pytest.approx(40.0)
+    assert pct["x"][1] < 2.0 and pct["x"][0] > -2.0                        # the outlier is left out
+    assert minmax["x"][0] <= pct["x"][0] < pct["x"][1] <= minmax["x"][1]
+    with pytest.raises(ValueError, match="method"):
+        measure_ranges(path, feeds, method="entropy")

@@ -86,16 +86,49 @@ def test_state_stays_the_same_size(frames):
     assert tuple(s.context.shape) == shape == (1, 2, 4, 4, 4)
 
 
-def test_bad_frames_are_named(frames):
-    s = session()
+@pytest.mark.parametrize("backend", ["torch", "onnx"])
+def test_bad_frames_are_named_and_leave_the_stream_as_it_was(frames, backend):
+    """Shapes are checked before any work; values by the stream graph (onnx) or the same function
+    in torch; either way the key is named and the stream's state is untouched, so the next good
+    frame continues the stream as if the bad one had never come."""
+    s, ref = session(backend=backend), session(backend=backend)
+    expected = ref.run(frames[:3])
+    s.run(frames[:1])
     with pytest.raises(KeyError, match="motion"):
-        s.step({k: v for k, v in frames[0].items() if k != "motion"})
-    bad = dict(frames[0], normal=frames[0]["normal"].copy())
-    bad["normal"][0, 0, 0] = np.inf
-    with pytest.raises(ValueError, match="normal"):
-        s.step(bad)
+        s.step({k: v for k, v in frames[1].items() if k != "motion"})
+    for key, index in (("normal", (0, 0, 0)), ("depth", (3, 5)), ("motion", (7, 7, 1))):
+        bad = dict(frames[1], **{key: frames[1][key].astype(np.float32)})
+        bad[key][index] = np.nan if key != "normal" else np.inf
+        with pytest.raises(ValueError, match=key):
+            s.step(bad)
     with pytest.raises(ValueError, match="multiples of 16"):
-        s.step({k: v[:24, :24] for k, v in frames[0].items()})
+        s.step({k: v[:24, :24] for k, v in frames[1].items()})
+    with pytest.raises(ValueError, match="albedo"):
+        s.step(dict(frames[1], albedo=frames[1]["albedo"][..., :2]))
+    assert s.frame_index == 1
+    assert np.array_equal(s.run(frames[1:3]), expected[1:])
+
+
+def test_stream_graph_computes_the_torch_stream_condition(frames, tmp_path):
+    """The ONNX stream graph (G-buffer conversion, camera, context warp, frame graph in one run)
+    against ``stream_condition`` in torch around the torch frame network, with a non-zero context
+    that the motion moves."""
+    from alaya.runtime.backends import ONNX_TOLERANCE, OnnxBackend, stream_frame
+    s = session()
+    backend = OnnxBackend.from_modules(s.student, s.gbuffer_encoder, s.tiny_decoder, 32, tmp_path)
+    assert backend.has_stream
+    torch.manual_seed(0)
+    context = torch.randn(1, s.student.config.context, s.student.config.latent_channels, 4, 4)
+    valid = torch.ones(1, s.student.config.context, 1, 4, 4)
+    frame = dict(frames[2], motion=np.full((32, 32, 2), 6.0, np.float32))   # everything moves off by 6 pixels
+    inputs = s._stream_inputs(frame, 32, 32)
+    ours = stream_frame(backend, 0, inputs, context, valid)
+    theirs = stream_frame(s.torch_backend, 0, inputs, context, valid)
+    assert ours[3] and theirs[3]
+    for a, b in zip(ours[:3], theirs[:3]):
+        assert torch.allclose(a, b, atol=ONNX_TOLERANCE)
+    assert 0 < ours[2].mean() < 1                   # the warp moved part of the context out of view
+    assert not torch.allclose(ours[1], context)
 
 
 def test_onnx_backend_matches_torch(frames, tmp_path):
@@ -105,7 +138,7 @@ def test_onnx_backend_matches_torch(frames, tmp_path):
         zt, zo = t_sess.step_latent(f), o_sess.step_latent(f)
         assert torch.allclose(zt, zo, atol=ONNX_TOLERANCE)
     assert sorted(p.name for p in (tmp_path / "32").iterdir()) == ["decode.onnx", "frame.onnx", "modulation.onnx",
-                                                                  "sample.onnx", "step.onnx"]
+                                                                  "sample.onnx", "step.onnx", "stream.onnx"]
     a, b = session().run(frames[:4]), session(backend="onnx").run(frames[:4])
     assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
     with pytest.raises(ValueError, match="backend"):

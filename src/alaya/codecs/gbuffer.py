@@ -47,8 +47,9 @@ def all_finite(a: np.ndarray | torch.Tensor) -> bool:
     return bool(np.isfinite(a).all())
 
 
-def check_gbuffer(gbuffer: dict[str, np.ndarray]) -> tuple[int, int, int]:
-    """(T, H, W) of a G-buffer clip; a clear error for missing keys or unusable sizes."""
+def check_gbuffer(gbuffer: dict[str, np.ndarray], finite: bool = True) -> tuple[int, int, int]:
+    """(T, H, W) of a G-buffer clip; a clear error for missing keys, unusable sizes and (with
+    ``finite``) a NaN or an infinity in depth or normal."""
     for key in ("depth", "normal", "albedo", "roughness", "metallic"):
         if key not in gbuffer:
             raise KeyError(f"G-buffer is missing '{key}'")
@@ -56,7 +57,7 @@ def check_gbuffer(gbuffer: dict[str, np.ndarray]) -> tuple[int, int, int]:
     if depth.ndim != 3:
         raise ValueError(f"G-buffer 'depth': expected (T, H, W), got shape {depth.shape}")
     T, H, W = depth.shape
-    for key in ("depth", "normal"):
+    for key in ("depth", "normal") if finite else ():
         if not all_finite(gbuffer[key]):
             raise ValueError(f"G-buffer '{key}' contains NaN or infinite values")
     if H % 16 or W % 16:
@@ -82,20 +83,22 @@ def gbuffer_input(frame: Mapping[str, np.ndarray | torch.Tensor]) -> torch.Tenso
 
     depth = t("depth")
     H, W = depth.shape[-2:]
-    depth = depth.reshape(-1, H, W)
-    N = depth.shape[0]
-    # filled channel-first in place: one strided copy per modality (a stream pays this per frame)
-    x = torch.empty(N, GBUFFER_INPUT_CHANNELS, H, W)
-    x[:, 0:3] = t("albedo").reshape(N, H, W, 3).permute(0, 3, 1, 2)
-    x[:, 0:3] *= 1 / 255.0
-    x[:, 3:6] = t("normal").reshape(N, H, W, 3).permute(0, 3, 1, 2)
-    x[:, 6] = depth_to_unit(depth.float())
-    x[:, 7] = t("roughness").reshape(N, H, W)
-    x[:, 8] = t("metallic").reshape(N, H, W)
-    x[:, 7:9] *= 1 / 255.0
+    N = depth.reshape(-1, H, W).shape[0]
+    x = gbuffer_channels(t("albedo").reshape(N, H, W, 3), t("normal").reshape(N, H, W, 3), depth.reshape(N, H, W),
+                         t("roughness").reshape(N, H, W), t("metallic").reshape(N, H, W))
     if not all_finite(x):
         raise ValueError("G-buffer frame contains NaN or infinite values")
     return x
+
+
+def gbuffer_channels(albedo: torch.Tensor, normal: torch.Tensor, depth: torch.Tensor, roughness: torch.Tensor,
+                     metallic: torch.Tensor) -> torch.Tensor:
+    """``gbuffer_input``'s arithmetic, as one pure tensor function (also traced into the Flash
+    renderer's ONNX stream graph): albedo (N, H, W, 3) and roughness, metallic (N, H, W) in
+    0..255, normal (N, H, W, 3), depth (N, H, W) in metres, of any real dtype -> (N, 9, H, W) float."""
+    return torch.cat([albedo.float().permute(0, 3, 1, 2) * (1 / 255.0), normal.float().permute(0, 3, 1, 2),
+                      depth_to_unit(depth.float())[:, None],
+                      torch.stack([roughness.float(), metallic.float()], 1) * (1 / 255.0)], 1)
 
 
 def modality_images(x: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -133,31 +136,57 @@ def view_input(normal: np.ndarray | torch.Tensor, K: np.ndarray | torch.Tensor,
     camera-space channel shows. ``normal`` (..., H, W, 3), ``K`` (3, 3) and ``world_to_camera``
     (..., 4, 4) follow the clip contract; leading dims are flattened into N.
     """
-    def as_float(a) -> torch.Tensor:
-        return as_tensor(a).float()
-
-    n = as_float(normal)
+    n = as_tensor(normal).float()
     H, W = n.shape[-3:-1]
     n = n.reshape(-1, H, W, 3)
-    w2c = as_float(world_to_camera).reshape(-1, 4, 4)
-    k = as_float(K)
-    if k.shape != (3, 3):
-        raise ValueError(f"K: expected (3, 3), got {tuple(k.shape)}")
-    if len(w2c) != len(n):
-        raise ValueError(f"world_to_camera: {len(w2c)} matrices for {len(n)} normal frames")
-    if not (torch.isfinite(w2c).all() and torch.isfinite(k).all() and k[0, 0] > 0 and k[1, 1] > 0):
-        raise ValueError("K and world_to_camera must be finite, with positive focal lengths")
-    w2c_rotation = w2c[:, :3, :3].contiguous()        # world -> camera; its transpose is camera -> world
-    xy, ray = _camera_rays(tuple(k.flatten().tolist()), H, W)
-    N = len(n)
-    x = torch.empty(N, VIEW_INPUT_CHANNELS, H, W)
-    # world = R^T camera for column vectors, i.e. camera @ R for the rows (N, HW, 3) of a frame
-    x[:, 0:3] = torch.matmul(n.reshape(N, H * W, 3), w2c_rotation).transpose(1, 2).reshape(N, 3, H, W)
-    x[:, 3:6] = torch.matmul(ray, w2c_rotation).transpose(1, 2).reshape(N, 3, H, W)
-    x[:, 6:8] = xy
+    rotation, rays, xy = camera_inputs(K, world_to_camera, H, W)
+    if len(rotation) != len(n):
+        raise ValueError(f"world_to_camera: {len(rotation)} matrices for {len(n)} normal frames")
+    x = camera_view(n, rotation, rays, xy)
     if not all_finite(x):
         raise ValueError("G-buffer 'normal' contains NaN or infinite values")
     return x
+
+
+def camera_inputs(K, world_to_camera, H: int, W: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What ``camera_view`` reads of a camera: the world -> camera rotation (N, 3, 3) of
+    ``world_to_camera`` (..., 4, 4), and the per-pixel ray (H*W, 3) and image position (2, H, W)
+    of intrinsics ``K`` (3, 3). Both None: the camera unknown, all zeros (which
+    ``camera_view`` turns into zero channels). A clear error for a wrong shape, a value that is
+    not finite or a focal length that is not positive."""
+    if K is None or world_to_camera is None:
+        return (torch.zeros(1, 3, 3), *_no_camera(H, W))
+    w2c, k = as_tensor(world_to_camera).float(), as_tensor(K).float()
+    if k.shape != (3, 3):
+        raise ValueError(f"K: expected (3, 3), got {tuple(k.shape)}")
+    if w2c.shape[-2:] != (4, 4):
+        raise ValueError(f"world_to_camera: expected (..., 4, 4), got {tuple(w2c.shape)}")
+    if not (torch.isfinite(w2c).all() and torch.isfinite(k).all() and k[0, 0] > 0 and k[1, 1] > 0):
+        raise ValueError("K and world_to_camera must be finite, with positive focal lengths")
+    xy, rays = _camera_rays(tuple(k.flatten().tolist()), H, W)
+    return w2c.reshape(-1, 4, 4)[:, :3, :3], rays, xy
+
+
+@functools.lru_cache(maxsize=16)
+def _no_camera(H: int, W: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.zeros(H * W, 3), torch.zeros(2, H, W)
+
+
+def camera_view(normal: torch.Tensor, rotation: torch.Tensor, rays: torch.Tensor, xy: torch.Tensor) -> torch.Tensor:
+    """``view_input``'s arithmetic, as one pure tensor function (also traced into the Flash
+    renderer's ONNX stream graph): camera-space ``normal`` (N, H, W, 3), the world -> camera
+    ``rotation`` (N, 3, 3) and the camera's ``rays`` (H*W, 3) and ``xy`` (2, H, W)
+    (``camera_inputs``) -> (N, 8, H, W). Zero ``rotation`` and ``xy`` give zero channels: the
+    camera unknown."""
+    N, H, W = normal.shape[:3]
+    n = normal.float().permute(0, 3, 1, 2)                      # (N, 3, H, W)
+    r = rays.T.reshape(1, 3, H, W)
+    # world = R^T camera for column vectors: row i of R weighs camera component i. Three
+    # broadcast multiply-adds: a (HW, 3) x (3, 3) matmul costs several times more on a CPU.
+    R = rotation[:, :, :, None, None]                           # (N, 3, 3, 1, 1)
+    world_normal = n[:, 0:1] * R[:, 0] + n[:, 1:2] * R[:, 1] + n[:, 2:3] * R[:, 2]
+    world_ray = r[:, 0:1] * R[:, 0] + r[:, 1:2] * R[:, 1] + r[:, 2:3] * R[:, 2]
+    return torch.cat([world_normal, world_ray, xy.expand(N, 2, H, W)], 1)
 
 
 @functools.lru_cache(maxsize=16)

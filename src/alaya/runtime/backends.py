@@ -33,9 +33,10 @@ import torch
 from torch import nn
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.gbuffer import GBUFFER_INPUT_CHANNELS, teacher_gbuffer_latents
+from alaya.codecs.gbuffer import (GBUFFER_INPUT_CHANNELS, PIXEL_VIEW_CHANNELS, camera_view, gbuffer_channels,
+                                  teacher_gbuffer_latents)
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
-from alaya.models.student import Student
+from alaya.models.student import Student, latent_flow, warp_context
 from alaya.models.teacher import strided_view_branch
 
 BACKENDS = ("torch", "onnx")
@@ -53,6 +54,50 @@ class _FrameNet(nn.Module):
     def forward(self, x, context, valid, view=None):
         g = self.encoder(x)
         return g, self.student.condition(g, context, valid, view)
+
+
+STREAM_INPUTS = ("albedo", "normal", "depth", "roughness", "metallic", "motion", "rotation", "rays", "xy")
+
+
+def stream_condition(frame, view_channels: int, albedo, normal, depth, roughness, metallic, motion, rotation, rays,
+                     xy, context, valid):
+    """A render session's per-frame work before the steps, from the engine's arrays (batch 1;
+    ``gbuffer_channels``, ``camera_view``'s camera inputs from ``gbuffer.camera_inputs``): the
+    raw G-buffer, the view input (a student with ``view_channels``), the context warped into
+    this frame by its motion, and ``frame(x, context, valid, view)``'s features. Returns
+    (features, context, valid, finite): ``finite`` (a bool tensor) is False when the G-buffer or
+    the motion holds a NaN or an infinity (or sums past float32's range), for the caller to
+    name before it keeps anything. The ONNX stream graph traces exactly this function."""
+    x = gbuffer_channels(albedo, normal, depth, roughness, metallic)
+    view = None
+    if view_channels:
+        view = camera_view(normal, rotation, rays, xy)
+        if view_channels == PIXEL_VIEW_CHANNELS:
+            view = torch.cat([view, x], 1)
+    factor = x.shape[-1] // context.shape[-1]
+    context, valid = warp_context(context, valid, latent_flow(motion, factor))
+    # one scalar: a NaN or an infinity anywhere makes the sum non-finite (so can an overflow of
+    # huge finite values, which the caller tells apart); the view input is finite when these are
+    # and the camera is (checked by ``gbuffer.camera_inputs``). Element-wise tests cost ~3 ms here.
+    finite = torch.isfinite(x.sum() + depth.sum() + motion.sum())
+    if not torch.jit.is_tracing() and not finite and not all(torch.isfinite(a).all() for a in (x, depth, motion)):
+        return None, context, valid, finite   # in torch, stop before the networks' own (vaguer) checks
+    _, features = frame(x, context, valid, view)
+    return features, context, valid, finite
+
+
+class _StreamNet(nn.Module):
+    """``stream_condition`` as one graph: the G-buffer conversion, the camera, the context warp
+    and the frame graph in one onnxruntime run (they were ~3.5 ms of torch operations a frame
+    between the graphs at 128²)."""
+
+    def __init__(self, student: Student, encoder: TinyGBufferEncoder):
+        super().__init__()
+        self.frame, self.view_channels = _FrameNet(student, encoder), student.config.view_channels
+
+    def forward(self, albedo, normal, depth, roughness, metallic, motion, rotation, rays, xy, context, valid):
+        return stream_condition(self.frame, self.view_channels, albedo, normal, depth, roughness, metallic, motion,
+                                rotation, rays, xy, context, valid)
 
 
 class _StepNet(nn.Module):
@@ -190,8 +235,12 @@ def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder
     x = (torch.zeros(1, GBUFFER_INPUT_CHANNELS, size, size) if encoder is not None
          else torch.zeros(1, c.gbuffer_channels, h, h))
     view = (torch.zeros(1, c.view_channels, size, size),) if c.view_channels else ()
-    return {"frame": (x, torch.zeros(1, c.context, c.latent_channels, h, h),
-                      torch.zeros(1, c.context, 1, h, h), *view),
+    context = (torch.zeros(1, c.context, c.latent_channels, h, h), torch.zeros(1, c.context, 1, h, h))
+    stream = (torch.zeros(1, size, size, 3), torch.zeros(1, size, size, 3), torch.zeros(1, size, size),
+              torch.zeros(1, size, size), torch.zeros(1, size, size), torch.zeros(1, size, size, 2),
+              torch.zeros(1, 3, 3), torch.zeros(size * size, 3), torch.zeros(2, size, size), *context)
+    return {"frame": (x, *context, *view),
+            "stream": stream,
             "step": (torch.zeros(1, c.latent_channels, h, h), torch.full((1,), 0.5), torch.full((1,), 0.75),
                      torch.zeros(1, c.text_dim), torch.zeros(1, c.widths[0], h, h)),
             "modulation": (torch.zeros(1, c.text_dim),),
@@ -206,6 +255,8 @@ def state_channels(decoder) -> int:
 
 
 NAMES = {"frame": (["x", "context", "valid", "view"], ["g", "features"]),     # "view": view students only
+         # the engine's arrays to the frame's features (renderers: a G-buffer encoder); camera inputs: view students
+         "stream": ([*STREAM_INPUTS, "context", "valid"], ["features", "context_out", "valid_out", "finite"]),
          "step": (["z", "r", "t", "text", "features"], ["u"]),
          "modulation": (["text"], ["mods"]),          # a prompt's modulations, once per prompt
          "sample": (["z", "features", "mods"], ["latents"]),  # the steps of one frame, unrolled
@@ -226,8 +277,10 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
                 size: int = 128, factor: int = 8, steps: int | None = None) -> Path:
     """Write ``frame.onnx``, ``step.onnx``, ``sample.onnx`` (``steps`` steps unrolled, default the
     student's ``config.steps``, their count in the model's metadata ``alaya.steps``), the prompt's
-    ``modulation.onnx`` for them and ``decode.onnx`` for frames of ``size`` x ``size`` (latents
-    ``factor`` times smaller) into ``folder`` (each written to a temporary name, then renamed)."""
+    ``modulation.onnx`` for them, ``decode.onnx`` and, with a G-buffer ``encoder``, ``stream.onnx``
+    (``stream_condition``: the engine's arrays to the frame's features) for frames of ``size`` x
+    ``size`` (latents ``factor`` times smaller) into ``folder`` (each written to a temporary name,
+    then renamed)."""
     if size % 16:
         raise ValueError(f"frame size must be a multiple of 16, got {size}")
     folder = Path(folder)
@@ -236,6 +289,8 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
     nets = {"frame": _FrameNet(_for_export(student), encoder), "step": _StepNet(student),
             "modulation": _ModulationNet(student, steps), "sample": _SampleNet(student, steps),
             "decode": _DecodeNet(decoder)}
+    if encoder is not None:
+        nets["stream"] = _StreamNet(_for_export(student), encoder)
     inputs = example_inputs(student, encoder, decoder, size, factor)
     for name, net in nets.items():
         tmp = folder / f".{name}.{os.getpid()}.onnx"
@@ -251,6 +306,16 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
             onnx.save(graph, str(tmp))
         os.replace(tmp, folder / f"{name}.onnx")
     return folder
+
+
+def stream_frame(backend, view_channels: int, inputs: dict[str, torch.Tensor], context: torch.Tensor,
+                 valid: torch.Tensor):
+    """``stream_condition`` for one frame (``inputs``: its ``STREAM_INPUTS``): the backend's stream
+    graph where it has one (``OnnxBackend`` of a renderer), else the same function in torch around
+    the backend's ``frame``."""
+    if getattr(backend, "has_stream", False):
+        return backend.stream(inputs, context, valid)
+    return stream_condition(backend.frame, view_channels, **inputs, context=context, valid=valid)
 
 
 def integrate(backend, z: torch.Tensor, times: torch.Tensor, text: torch.Tensor, features: torch.Tensor,
@@ -316,11 +381,14 @@ class OnnxBackend:
         self.sessions = {}
         for name in NAMES:
             path = Path(folder) / f"{name}{'_int8' if int8 and name == 'sample' else ''}.onnx"
+            if name == "stream" and not path.exists():      # optional: a world model's folder has none
+                continue
             if not path.exists():
                 raise FileNotFoundError(f"{path} is missing; export it with alaya.runtime.export_onnx"
                                         + (" and alaya.runtime.int8.quantize_step" if int8 else ""))
             self.sessions[name] = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.inputs = {n: [i.name for i in s.get_inputs()] for n, s in self.sessions.items()}
+        self.has_stream = "stream" in self.sessions
         steps = self.sessions["sample"].get_modelmeta().custom_metadata_map.get("alaya.steps")
         if steps is None:
             raise ValueError(f"{Path(folder) / 'sample.onnx'}: no 'alaya.steps' in its metadata; re-export it")
@@ -357,6 +425,13 @@ class OnnxBackend:
 
     def step(self, z, r, t, text, features):
         return self._run("step", z, r, t, text, features)[0]
+
+    def stream(self, inputs: dict[str, torch.Tensor], context, valid):
+        """``stream_condition`` in one run of the stream graph: (features, context, valid, finite)."""
+        feed = {k: _as_input(v) for k, v in inputs.items() if k in self.inputs["stream"]}
+        feed["context"], feed["valid"] = _as_input(context), _as_input(valid)
+        features, context, valid, finite = self.sessions["stream"].run(None, feed)
+        return torch.from_numpy(features), torch.from_numpy(context), torch.from_numpy(valid), bool(finite)
 
     def modulations(self, text: torch.Tensor) -> np.ndarray:
         """The sample graph's modulation input (1, M, 1, 1) for prompt embedding ``text`` (1, D), cached."""

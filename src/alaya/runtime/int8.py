@@ -71,7 +71,8 @@ def save_ranges(folder: str | os.PathLike, ranges: Mapping, **metadata) -> Path:
     """Write ``RANGES_FILE`` into a student's weights folder (atomically), bound to its weights."""
     path = Path(folder) / RANGES_FILE
     ranges = _check_ranges(ranges, str(path))
-    atomic_write_text(path, json.dumps({"weights_sha256": weights_digest(folder), "method": "minmax",
+    metadata.setdefault("method", "minmax")
+    atomic_write_text(path, json.dumps({"weights_sha256": weights_digest(folder),
                                         "ranges": {k: list(v) for k, v in sorted(ranges.items())}, **metadata},
                                        indent=1, sort_keys=True))
     return path
@@ -121,18 +122,30 @@ def _preprocess(graph: Path, out: Path) -> Path:
     return out
 
 
-def measure_ranges(graph: str | os.PathLike, feeds: Iterable[Mapping[str, np.ndarray]]) -> dict[str, tuple[float, float]]:
-    """MinMax ranges of every convolution's float inputs and outputs in ``graph`` over ``feeds``
-    (input name -> array dicts, e.g. recorded from a render session's steps)."""
+CALIBRATION_METHODS = ("minmax", "percentile")
+
+
+def measure_ranges(graph: str | os.PathLike, feeds: Iterable[Mapping[str, np.ndarray]], method: str = "minmax",
+                   percentile: float = 99.99) -> dict[str, tuple[float, float]]:
+    """Ranges of every convolution's float inputs and outputs in ``graph`` over ``feeds`` (input
+    name -> array dicts, e.g. recorded from a render session's steps): ``"minmax"``, or
+    ``"percentile"`` (each tensor's values between the (100 - p)-th and the p-th percentile of a
+    2,048-bin histogram: rare outliers no longer stretch the 256 levels of a whole tensor)."""
     from onnxruntime.quantization import CalibrationMethod, create_calibrator
+    if method not in CALIBRATION_METHODS:
+        raise ValueError(f"calibration method must be one of {CALIBRATION_METHODS}, got {method!r}")
+    if not 50 < percentile <= 100:
+        raise ValueError(f"percentile must be in (50, 100], got {percentile}")
     feeds = list(feeds)
     if not feeds:
         raise ValueError("measure_ranges needs at least one feed")
+    options = ({"calibrate_method": CalibrationMethod.MinMax} if method == "minmax" else
+               {"calibrate_method": CalibrationMethod.Percentile,
+                "extra_options": {"percentile": percentile, "symmetric": False, "num_bins": 2048}})
     with tempfile.TemporaryDirectory(prefix="alaya-int8-") as tmp:
         pre = _preprocess(Path(graph), Path(tmp) / "pre.onnx")
         calibrator = create_calibrator(str(pre), op_types_to_calibrate=["Conv"],
-                                       augmented_model_path=str(Path(tmp) / "augmented.onnx"),
-                                       calibrate_method=CalibrationMethod.MinMax)
+                                       augmented_model_path=str(Path(tmp) / "augmented.onnx"), **options)
         calibrator.collect_data(_Feeds(feeds))
         data = calibrator.compute_data()
         ranges = {name: (float(np.min(t.range_value[0])), float(np.max(t.range_value[1])))
@@ -211,10 +224,12 @@ class _RecordingBackend:
 def calibrate(weights: str | os.PathLike = "weights/student", data: str | os.PathLike = "data/ds128",
               split: str = "train", clips: int = 4, frames: int = 8,
               gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
-              decoder: str | os.PathLike = "weights/tiny_decoder", progress: bool = True) -> Path:
+              decoder: str | os.PathLike = "weights/tiny_decoder", progress: bool = True,
+              method: str = "minmax", percentile: float = 99.99) -> Path:
     """Stream ``clips`` clips of ``split`` (``frames`` frames each) in every style, prompted with
-    its training phrasings, through the fp32 ONNX student; save the MinMax ranges of its sample
-    graph's convolutions (a frame's steps, unrolled) beside ``weights`` (``RANGES_FILE``)."""
+    its training phrasings, through the fp32 ONNX student; save the ranges (``measure_ranges``'s
+    ``method``) of its sample graph's convolutions (a frame's steps, unrolled) beside ``weights``
+    (``RANGES_FILE``)."""
     from tqdm import tqdm
 
     from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
@@ -244,6 +259,7 @@ def calibrate(weights: str | os.PathLike = "weights/student", data: str | os.Pat
         if not recorder.feeds:
             raise ValueError(f"calibration recorded no frames: the student's steps ({renderer.steps}) differ from "
                              f"its sample graph's ({recorder.sample_steps})")
-        ranges = measure_ranges(Path(tmp) / "sample.onnx", recorder.feeds)
-    return save_ranges(weights, ranges, graph="sample", calibration={
+        ranges = measure_ranges(Path(tmp) / "sample.onnx", recorder.feeds, method, percentile)
+    return save_ranges(weights, ranges, graph="sample", method=method,
+                       **({"percentile": percentile} if method == "percentile" else {}), calibration={
         "data": str(data), "split": split, "clips": ids, "frames": frames, "frames_recorded": len(recorder.feeds)})

@@ -32,10 +32,11 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import torch
 
-from alaya.codecs.gbuffer import all_finite, check_gbuffer, gbuffer_input, model_view_input
+from alaya.codecs.gbuffer import MODALITIES, all_finite, as_tensor, camera_inputs, check_gbuffer
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
-from alaya.models.student import Student, latent_flow, push_context, warp_context
-from alaya.runtime.backends import RENDER_BACKENDS, OnnxBackend, TorchBackend, integrate, torch_threads
+from alaya.models.student import Student, push_context
+from alaya.runtime.backends import (RENDER_BACKENDS, OnnxBackend, TorchBackend, integrate, stream_frame,
+                                   torch_threads)
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
@@ -111,29 +112,36 @@ class RenderSession:
 
     @staticmethod
     def _check(frame: Mapping[str, np.ndarray]) -> tuple[int, int]:
+        """(H, W) of a frame; a clear error for a missing key or a wrong shape. Values are checked
+        by the stream graph (``stream_condition``'s ``finite``), named by ``_name_nonfinite``."""
         if "motion" not in frame:
             raise KeyError("G-buffer frame is missing 'motion'")
-        _, H, W = check_gbuffer({k: np.asarray(frame[k])[None] for k in FRAME_KEYS if k in frame})
-        motion = np.asarray(frame["motion"])
-        if motion.shape != (H, W, 2):
-            raise ValueError(f"G-buffer 'motion': expected {(H, W, 2)}, got {motion.shape}")
-        if not all_finite(motion):
-            raise ValueError("G-buffer 'motion' contains NaN or infinite values")
+        _, H, W = check_gbuffer({k: np.asarray(frame[k])[None] for k in FRAME_KEYS if k in frame}, finite=False)
+        for key, channels in (("normal", 3), ("albedo", 3), ("roughness", 0), ("metallic", 0), ("motion", 2)):
+            shape = np.shape(frame[key])
+            if shape != ((H, W, channels) if channels else (H, W)):
+                raise ValueError(f"G-buffer {key!r}: expected {(H, W, channels) if channels else (H, W)}, got {shape}")
         return H, W
 
-    def _view(self, frame: Mapping[str, np.ndarray], raw: torch.Tensor) -> torch.Tensor | None:
-        """The frame's view input (1, V, H, W) for a view student (zero camera channels without a
-        camera), else None; ``raw`` is the frame's ``gbuffer_input``."""
-        V = self.student.config.view_channels
-        if not V:
-            return None
+    @staticmethod
+    def _name_nonfinite(frame: Mapping[str, np.ndarray]) -> None:
+        """Raise the error naming the key that holds a NaN or an infinity (none: the stream
+        graph's sum overflowed on huge finite values, and the frame is fine)."""
+        for key in FRAME_KEYS:
+            if not all_finite(frame[key]):
+                raise ValueError(f"G-buffer {key!r} contains NaN or infinite values")
+
+    def _stream_inputs(self, frame: Mapping[str, np.ndarray], H: int, W: int) -> dict[str, torch.Tensor]:
+        """The frame's ``STREAM_INPUTS`` (batch 1, float32): the arrays, and the camera (zeros
+        where the frame and the session lack ``K`` or the frame ``world_to_camera``, and for a
+        student without a view branch, which does not read them)."""
+        inputs = {k: as_tensor(frame[k]).float()[None] for k in (*MODALITIES, "motion")}
         K = frame.get("K", self.intrinsics)
         w2c = frame.get("world_to_camera")
-        if K is None or w2c is None:
-            K = w2c = None                                  # camera unknown: zero camera channels
-        else:
-            w2c = np.asarray(w2c)[None]
-        return model_view_input({"normal": np.asarray(frame["normal"])[None]}, V, K, w2c, raw=raw)
+        unused = not self.student.config.view_channels
+        camera = (None, None) if K is None or w2c is None or unused else (K, np.asarray(w2c)[None])
+        inputs["rotation"], inputs["rays"], inputs["xy"] = camera_inputs(*camera, H, W)
+        return inputs
 
     @torch.no_grad()
     def _advance(self, frame: Mapping[str, np.ndarray], decode: bool = False):
@@ -149,21 +157,21 @@ class RenderSession:
             return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
     def _latents(self, frame: Mapping[str, np.ndarray], backend, H: int, W: int) -> torch.Tensor:
-        x = gbuffer_input({k: frame[k] for k in FRAME_KEYS if k != "motion"})
         K, C = self.student.config.context, self.student.config.latent_channels
         h, w = H // 8, W // 8
         if self.context is None or self.context.shape[-2:] != (h, w):
             self.context = torch.zeros(1, K, C, h, w)
             self.valid = torch.zeros(1, K, 1, h, w)
             self.decoder_state = None
-        elif self.frame_index > 0:
-            motion = torch.from_numpy(np.asarray(frame["motion"], dtype=np.float32))[None]
-            self.context, self.valid = warp_context(self.context, self.valid, latent_flow(motion, 8))
-        _, features = backend.frame(x, self.context, self.valid, self._view(frame, x))
+        # the context is warped into this frame (a no-op on the zeros of a stream's first frame)
+        features, context, valid, finite = stream_frame(backend, self.student.config.view_channels,
+                                                        self._stream_inputs(frame, H, W), self.context, self.valid)
+        if not finite:
+            self._name_nonfinite(frame)
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + (self.frame_index if self.noise == "frame" else 0))
         z = torch.randn(1, C, h, w, generator=gen)
         z = integrate(backend, z, self.times, self.text, features, self.student.config.average_velocity)
-        self.context, self.valid = push_context(self.context, self.valid, z)
+        self.context, self.valid = push_context(context, valid, z)
         self.frame_index += 1
         return z
 
