@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--frames", type=int, default=8)
     ci.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
     ci.add_argument("--decoder", default="weights/tiny_decoder")
-    ci.add_argument("--method", default="minmax", choices=["minmax", "percentile"],
+    ci.add_argument("--method", default="percentile", choices=["percentile", "minmax"],
                     help="percentile: each activation's range without its rarest outliers")
     ci.add_argument("--percentile", type=float, default=99.99, help="with --method percentile")
     ci.set_defaults(func=_calibrate_int8)

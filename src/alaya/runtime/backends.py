@@ -10,8 +10,13 @@ A frame of the Flash renderer is three kinds of network call:
 - ``decode(z, previous) -> (rgb, state)``: the tiny streaming decoder, ``previous`` being its
   state from the frame before (None at the start of a stream).
 
+A render session reaches ``frame`` through ``stream_frame``: ``stream_condition`` converts the
+engine's arrays (G-buffer, motion, camera), warps the context into the frame and calls
+``frame``; an ``OnnxBackend`` of a renderer runs all of it as one graph (``stream``), the others
+in torch around their ``frame``.
+
 ``TorchBackend`` calls the modules; ``FullCodecBackend`` runs the distillation stages' full
-codecs (and guidance) through the same session loop; ``OnnxBackend`` exports the three graphs once per frame size
+codecs (and guidance) through the same session loop; ``OnnxBackend`` exports the graphs once per frame size
 (``export_onnx``) and runs them with onnxruntime, whose small-convolution kernels are several
 times faster than torch's on a CPU at batch 1 (``bench/flash_ablation.py`` measures both). The
 ONNX graphs compute the same functions: outputs match torch to ~1e-5 (tested, tolerance 1e-3).
@@ -353,6 +358,28 @@ def torch_threads(n: int):
         torch.set_num_threads(old)
 
 
+def _session_options(threads: int, nhwc: bool = True):
+    """onnxruntime options of the per-frame graphs: every graph optimisation, ``threads`` pool
+    threads that spin within a run and stop at its end. A frame runs its graphs back to back:
+    pool threads that kept spinning after a run would steal the cores from the next graph
+    (measured: 3x slower frames), and pool threads that never spin are woken for every operator.
+    Measured on one 2-core machine, frames interleaved (docs/flash.md): 48 ms a frame against 57
+    without spinning (int8 steps: 38 against 46). ``nhwc`` False turns off onnxruntime's NHWC
+    rewrite of quantized convolutions, for the int8 steps: it wraps each in layout transposes,
+    which between the group norms cost more than they save (measured: 14.5 -> 13.6 ms for the
+    four steps, alternating in one process)."""
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    opts.add_session_config_entry("session.force_spinning_stop", "1")
+    if not nhwc:
+        opts.add_session_config_entry("optimization.disable_specified_optimizers", "NhwcTransformer")
+    return opts
+
+
 class OnnxBackend:
     """onnxruntime sessions for the per-frame graphs; stateless (the stream's state lives in the
     ``RenderSession``), so one backend serves many sessions, from many threads. ``sample`` runs a
@@ -367,26 +394,18 @@ class OnnxBackend:
         import onnxruntime as ort
         self.size = size
         self.name = "onnx-int8" if int8 else "onnx"
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.intra_op_num_threads = threads or torch.get_num_threads()
-        opts.inter_op_num_threads = 1
-        # A frame runs three graphs back to back. Pool threads that kept spinning after a run
-        # would steal the cores from the next graph (measured: 3x slower frames), and pool
-        # threads that never spin are woken for every operator; so they spin within a run and
-        # stop at its end. Measured on one 2-core machine, frames interleaved (docs/flash.md):
-        # 48 ms a frame against 57 without spinning (int8 steps: 38 against 46).
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "1")
-        opts.add_session_config_entry("session.force_spinning_stop", "1")
+        threads = threads or torch.get_num_threads()
         self.sessions = {}
         for name in NAMES:
-            path = Path(folder) / f"{name}{'_int8' if int8 and name == 'sample' else ''}.onnx"
+            quantized = int8 and name == "sample"
+            path = Path(folder) / f"{name}{'_int8' if quantized else ''}.onnx"
             if name == "stream" and not path.exists():      # optional: a world model's folder has none
                 continue
             if not path.exists():
                 raise FileNotFoundError(f"{path} is missing; export it with alaya.runtime.export_onnx"
                                         + (" and alaya.runtime.int8.quantize_step" if int8 else ""))
-            self.sessions[name] = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+            self.sessions[name] = ort.InferenceSession(str(path), _session_options(threads, nhwc=not quantized),
+                                                       providers=["CPUExecutionProvider"])
         self.inputs = {n: [i.name for i in s.get_inputs()] for n, s in self.sessions.items()}
         self.has_stream = "stream" in self.sessions
         steps = self.sessions["sample"].get_modelmeta().custom_metadata_map.get("alaya.steps")
