@@ -145,6 +145,17 @@ def test_onnx_backend_matches_torch(frames, tmp_path):
         session(backend="tensorrt")
 
 
+def test_onnx_exports_without_a_folder_leave_nothing_behind(frames, tmp_path, monkeypatch):
+    """Graphs exported for a session without ``onnx_folder`` go to a temporary folder that is
+    removed once onnxruntime has loaded them (every session used to leave one in /tmp)."""
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    s = session(backend="onnx")
+    s.run(frames[:2])
+    assert s.backend.has_stream and s.backend.sample_steps == 4
+    assert list(tmp_path.iterdir()) == []
+
+
 class _CountingSession:
     def __init__(self, inner):
         self.inner, self.calls = inner, 0

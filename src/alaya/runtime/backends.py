@@ -423,11 +423,19 @@ class OnnxBackend:
     def from_modules(cls, student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
                      folder: str | os.PathLike | None = None, threads: int | None = None,
                      factor: int = 8, int8_ranges=None, steps: int | None = None) -> "OnnxBackend":
-        """Export the graphs for ``size`` (into a temporary folder unless ``folder``) and load them;
-        with ``int8_ranges`` (``alaya.runtime.int8.load_ranges``) the sample graph is quantized.
-        ``steps``: the sample graph's step count (default the student's)."""
-        if folder is None:
-            folder = tempfile.mkdtemp(prefix="alaya-onnx-")
+        """Export the graphs for ``size`` and load them; with ``int8_ranges``
+        (``alaya.runtime.int8.load_ranges``) the sample graph is quantized. ``steps``: the sample
+        graph's step count (default the student's). Without ``folder`` they go to a temporary
+        folder that is removed once they are loaded (onnxruntime keeps its own copy in memory)."""
+        if folder is not None:
+            return cls._export_and_load(student, encoder, decoder, size, Path(folder), threads, factor, int8_ranges,
+                                        steps)
+        with tempfile.TemporaryDirectory(prefix="alaya-onnx-") as tmp:
+            return cls._export_and_load(student, encoder, decoder, size, Path(tmp), threads, factor, int8_ranges,
+                                        steps)
+
+    @classmethod
+    def _export_and_load(cls, student, encoder, decoder, size, folder: Path, threads, factor, int8_ranges, steps):
         folder = export_onnx(student, encoder, decoder, folder, size, factor, steps)
         if int8_ranges is not None:
             from alaya.runtime.int8 import quantize_step
