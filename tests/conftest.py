@@ -39,6 +39,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _onnx_graph_cache(tmp_path_factory):
+    """Graphs exported by the tests are cached for this run only, not in the user's ~/.cache."""
+    old = os.environ.get("ALAYA_ONNX_CACHE")
+    os.environ["ALAYA_ONNX_CACHE"] = str(tmp_path_factory.mktemp("onnx_cache"))
+    yield
+    if old is None:
+        os.environ.pop("ALAYA_ONNX_CACHE", None)
+    else:
+        os.environ["ALAYA_ONNX_CACHE"] = old
+
+
 @pytest.fixture(scope="session")
 def gl_context():
     from alaya.engine.raster import create_context

@@ -146,9 +146,11 @@ def test_onnx_backend_matches_torch(frames, tmp_path):
 
 
 def test_onnx_exports_without_a_folder_leave_nothing_behind(frames, tmp_path, monkeypatch):
-    """Graphs exported for a session without ``onnx_folder`` go to a temporary folder that is
-    removed once onnxruntime has loaded them (every session used to leave one in /tmp)."""
+    """With the graph cache off, graphs exported for a session without ``onnx_folder`` go to a
+    temporary folder that is removed once onnxruntime has loaded them (every session used to
+    leave one in /tmp)."""
     import tempfile
+    monkeypatch.setenv("ALAYA_ONNX_CACHE", "off")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     s = session(backend="onnx")
     s.run(frames[:2])

@@ -425,22 +425,30 @@ class OnnxBackend:
                      factor: int = 8, int8_ranges=None, steps: int | None = None) -> "OnnxBackend":
         """Export the graphs for ``size`` and load them; with ``int8_ranges``
         (``alaya.runtime.int8.load_ranges``) the sample graph is quantized. ``steps``: the sample
-        graph's step count (default the student's). Without ``folder`` they go to a temporary
-        folder that is removed once they are loaded (onnxruntime keeps its own copy in memory)."""
-        if folder is not None:
-            return cls._export_and_load(student, encoder, decoder, size, Path(folder), threads, factor, int8_ranges,
-                                        steps)
-        with tempfile.TemporaryDirectory(prefix="alaya-onnx-") as tmp:
-            return cls._export_and_load(student, encoder, decoder, size, Path(tmp), threads, factor, int8_ranges,
-                                        steps)
+        graph's step count (default the student's). Without ``folder`` the graphs come from the
+        cache of exported graphs (``alaya.runtime.onnx_cache``: exported once per weights, size
+        and code), or, with the cache off or not writable, from a temporary folder removed once
+        they are loaded (onnxruntime keeps its own copy in memory)."""
+        from alaya.runtime import onnx_cache
 
-    @classmethod
-    def _export_and_load(cls, student, encoder, decoder, size, folder: Path, threads, factor, int8_ranges, steps):
-        folder = export_onnx(student, encoder, decoder, folder, size, factor, steps)
-        if int8_ranges is not None:
-            from alaya.runtime.int8 import quantize_step
-            quantize_step(folder / "sample.onnx", folder / "sample_int8.onnx", int8_ranges)
-        return cls(folder, threads, size, int8=int8_ranges is not None)
+        def export(into: Path) -> Path:
+            into = export_onnx(student, encoder, decoder, into, size, factor, steps)
+            if int8_ranges is not None:
+                from alaya.runtime.int8 import quantize_step
+                quantize_step(into / "sample.onnx", into / "sample_int8.onnx", int8_ranges)
+            return into
+
+        int8 = int8_ranges is not None
+        if folder is not None:
+            return cls(export(Path(folder)), threads, size, int8=int8)
+        root = onnx_cache.cache_root()
+        if root is not None:
+            key = onnx_cache.graphs_key((student, encoder, decoder), size=size, factor=factor,
+                                        steps=steps or student.config.steps,
+                                        int8=onnx_cache.ranges_setting(int8_ranges))
+            return cls(onnx_cache.cached_graphs(root, key, export), threads, size, int8=int8)
+        with tempfile.TemporaryDirectory(prefix="alaya-onnx-") as tmp:
+            return cls(export(Path(tmp)), threads, size, int8=int8)
 
     def _run(self, name: str, *args: torch.Tensor) -> list[torch.Tensor]:
         ins, _ = NAMES[name]
