@@ -275,7 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
     ex.add_argument("--decoder", default="weights/tiny_decoder")
     ex.add_argument("--size", type=int, default=128, help="frame size (square, a multiple of 16)")
-    ex.add_argument("--out", required=True, help="folder for frame.onnx, step.onnx, modulation.onnx, sample.onnx, decode.onnx")
+    ex.add_argument("--out", required=True,
+                    help="folder for stream.onnx, frame.onnx, step.onnx, modulation.onnx, sample.onnx, decode.onnx")
     ex.set_defaults(func=_export_onnx)
 
     ci = sub.add_parser("calibrate-int8", help="activation ranges for the student's int8 steps (--backend onnx-int8)")

@@ -1,6 +1,8 @@
 """The cache of exported graphs: reused across backends, keyed by weights, settings and code,
 finished entries only, bounded, and off on request."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -46,10 +48,17 @@ def test_other_weights_sizes_steps_or_ranges_get_their_own_entry(cache):
               onnx_cache.graphs_key((student, enc, dec), size=32, steps=4,
                                     int8=onnx_cache.ranges_setting({"a": (0.0, 1.0)})),
               onnx_cache.graphs_key((student, None, dec), size=32, steps=4, int8=None)}
+    student.config = dataclasses.replace(student.config, sigma_data=student.config.sigma_data + 0.1)
+    others.add(onnx_cache.graphs_key((student, enc, dec), size=32, steps=4, int8=None))   # a setting in the graph
+    student.config = dataclasses.replace(student.config, sigma_data=student.config.sigma_data - 0.1)
+    assert onnx_cache.graphs_key((student, enc, dec), size=32, steps=4, int8=None) == key
     with torch.no_grad():
         next(student.parameters()).add_(1e-3)                      # one weight moved
     others.add(onnx_cache.graphs_key((student, enc, dec), size=32, steps=4, int8=None))
-    assert key not in others and len(others) == 5
+    assert key not in others and len(others) == 6
+    scalar = torch.nn.Module()
+    scalar.register_buffer("count", torch.tensor(3))                # 0-d tensors hash too
+    assert onnx_cache.graphs_key((scalar,)) != onnx_cache.graphs_key((None,))
 
 
 def test_unfinished_entries_are_rebuilt_and_old_ones_pruned(cache):

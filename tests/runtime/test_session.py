@@ -105,6 +105,16 @@ def test_bad_frames_are_named_and_leave_the_stream_as_it_was(frames, backend):
         s.step({k: v[:24, :24] for k, v in frames[1].items()})
     with pytest.raises(ValueError, match="albedo"):
         s.step(dict(frames[1], albedo=frames[1]["albedo"][..., :2]))
+    huge = dict(frames[1], depth=frames[1]["depth"].astype(np.float64))
+    huge["depth"][2, 2] = 1e300                                       # finite in float64, not in float32
+    with pytest.raises(ValueError, match="depth"):
+        s.step(huge)
+    bigger = {k: np.concatenate([v, v], 0) for k, v in frames[1].items()}
+    bigger = {k: np.concatenate([v, v], 1) for k, v in bigger.items()}  # a new size...
+    bigger["motion"] = bigger["motion"].astype(np.float32)
+    bigger["motion"][0, 0, 0] = np.nan                                # ...that is bad: the stream stays
+    with pytest.raises(ValueError, match="motion"):
+        s.step(bigger)
     assert s.frame_index == 1
     assert np.array_equal(s.run(frames[1:3]), expected[1:])
 

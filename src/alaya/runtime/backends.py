@@ -70,9 +70,9 @@ def stream_condition(frame, view_channels: int, albedo, normal, depth, roughness
     ``gbuffer_channels``, ``camera_view``'s camera inputs from ``gbuffer.camera_inputs``): the
     raw G-buffer, the view input (a student with ``view_channels``), the context warped into
     this frame by its motion, and ``frame(x, context, valid, view)``'s features. Returns
-    (features, context, valid, finite): ``finite`` (a bool tensor) is False when the G-buffer or
-    the motion holds a NaN or an infinity (or sums past float32's range), for the caller to
-    name before it keeps anything. The ONNX stream graph traces exactly this function."""
+    (features, context, valid, finite): ``finite`` (a bool tensor) is False when the G-buffer, the
+    motion or the view input holds a NaN or an infinity (or they sum past float32's range), for
+    the caller to name before it keeps anything. The ONNX stream graph traces exactly this function."""
     x = gbuffer_channels(albedo, normal, depth, roughness, metallic)
     view = None
     if view_channels:
@@ -82,10 +82,10 @@ def stream_condition(frame, view_channels: int, albedo, normal, depth, roughness
     factor = x.shape[-1] // context.shape[-1]
     context, valid = warp_context(context, valid, latent_flow(motion, factor))
     # one scalar: a NaN or an infinity anywhere makes the sum non-finite (so can an overflow of
-    # huge finite values, which the caller tells apart); the view input is finite when these are
-    # and the camera is (checked by ``gbuffer.camera_inputs``). Element-wise tests cost ~3 ms here.
-    finite = torch.isfinite(x.sum() + depth.sum() + motion.sum())
-    if not torch.jit.is_tracing() and not finite and not all(torch.isfinite(a).all() for a in (x, depth, motion)):
+    # huge finite values, which the caller tells apart). Element-wise tests cost ~3 ms here.
+    checked = (x, depth, motion) if view is None else (x, depth, motion, view)
+    finite = torch.isfinite(sum(a.sum() for a in checked))
+    if not torch.jit.is_tracing() and not finite and not all(torch.isfinite(a).all() for a in checked):
         return None, context, valid, finite   # in torch, stop before the networks' own (vaguer) checks
     _, features = frame(x, context, valid, view)
     return features, context, valid, finite
@@ -446,7 +446,10 @@ class OnnxBackend:
             key = onnx_cache.graphs_key((student, encoder, decoder), size=size, factor=factor,
                                         steps=steps or student.config.steps,
                                         int8=onnx_cache.ranges_setting(int8_ranges))
-            return cls(onnx_cache.cached_graphs(root, key, export), threads, size, int8=int8)
+            try:
+                return cls(onnx_cache.cached_graphs(root, key, export), threads, size, int8=int8)
+            except FileNotFoundError:        # the entry was pruned by another process as it was found
+                return cls(onnx_cache.cached_graphs(root, key, export), threads, size, int8=int8)
         with tempfile.TemporaryDirectory(prefix="alaya-onnx-") as tmp:
             return cls(export(Path(tmp)), threads, size, int8=int8)
 

@@ -7,8 +7,8 @@ unrolled (``backends._SampleNet``); the frame and decode graphs measured no fast
 
 - Weights: int8, per output channel. Activations: uint8, per tensor, from ranges measured on
   real frames (``measure_ranges`` over the inputs and outputs of every convolution: by default
-  each tensor's 0.01st to 99.99th percentile, so that rare outliers do not stretch its 256
-  levels; MinMax on request).
+  the central 99.99% of each tensor's values, 0.005% cut from each end, so that rare outliers
+  do not stretch its 256 levels; MinMax on request).
 - Some convolutions stay float (``KEEP_FLOAT``, in every unrolled step): the first (the noisy
   latents in), the last (the prediction out: the velocity divides it by ``t``, which magnifies
   rounding at the last step) and every 1x1 convolution (cheap: in int8 no faster). The first
@@ -130,9 +130,10 @@ CALIBRATION_METHODS = ("minmax", "percentile")
 def measure_ranges(graph: str | os.PathLike, feeds: Iterable[Mapping[str, np.ndarray]], method: str = "percentile",
                    percentile: float = 99.99) -> dict[str, tuple[float, float]]:
     """Ranges of every convolution's float inputs and outputs in ``graph`` over ``feeds`` (input
-    name -> array dicts, e.g. recorded from a render session's steps): ``"percentile"`` (each
-    tensor's values between the (100 - p)-th and the p-th percentile of a 2,048-bin histogram:
-    rare outliers no longer stretch the 256 levels of a whole tensor) or ``"minmax"``."""
+    name -> array dicts, e.g. recorded from a render session's steps): ``"percentile"`` (the
+    central ``percentile`` % of each tensor's values by a 2,048-bin histogram, half the rest cut
+    from each end: rare outliers no longer stretch the 256 levels of a whole tensor) or
+    ``"minmax"``."""
     from onnxruntime.quantization import CalibrationMethod, create_calibrator
     if method not in CALIBRATION_METHODS:
         raise ValueError(f"calibration method must be one of {CALIBRATION_METHODS}, got {method!r}")

@@ -4,8 +4,8 @@ student with int8 steps).
 
 An entry is a folder named by a sha256 of everything its graphs depend on: the networks'
 weights, the frame size, latent factor and step count, the int8 ranges, the versions of torch,
-onnx and onnxruntime, and the source of the modules that define or export the networks (so an
-edit to a model's code is never served a stale graph). A finished entry holds ``COMPLETE``;
+onnx and onnxruntime, and every source file of the package (so an edit to a model's code is
+never served a stale graph). A finished entry holds ``COMPLETE``;
 entries are built under a temporary name and renamed into place, so a killed export leaves no
 half-written entry that a later run would load, and concurrent processes do not see each other's
 partial files. The ``CACHE_ENTRIES`` most recently used entries are kept.
@@ -17,6 +17,7 @@ loaded), as does a cache folder that cannot be written.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -33,7 +34,6 @@ from torch import nn
 
 CACHE_ENTRIES = 8
 COMPLETE = "COMPLETE"
-_SOURCE_PACKAGES = ("codecs", "models", "nn", "runtime", "world")
 
 
 def cache_root() -> Path | None:
@@ -57,13 +57,14 @@ def cache_root() -> Path | None:
 
 @functools.lru_cache(maxsize=1)
 def _code_digest() -> str:
+    """The library versions and every source file of the package (a few ms, once per process)."""
     import onnx
     import onnxruntime
 
     import alaya
     h = hashlib.sha256(f"{torch.__version__} {onnx.__version__} {onnxruntime.__version__}".encode())
     root = Path(alaya.__file__).parent
-    for path in sorted(p for package in _SOURCE_PACKAGES for p in (root / package).rglob("*.py")):
+    for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
@@ -71,7 +72,8 @@ def _code_digest() -> str:
 
 def graphs_key(modules: Iterable[nn.Module | None], **settings) -> str:
     """The entry name of graphs exported from ``modules`` (None for an absent one) with
-    ``settings`` (sizes, step count, int8 ranges: anything JSON can write)."""
+    ``settings`` (sizes, step count, int8 ranges: anything JSON can write): their class, typed
+    config, parameters and buffers (persistent or not)."""
     h = hashlib.sha256(_code_digest().encode())
     h.update(json.dumps(settings, sort_keys=True, default=str).encode())
     for module in modules:
@@ -79,10 +81,13 @@ def graphs_key(modules: Iterable[nn.Module | None], **settings) -> str:
         if module is None:
             continue
         h.update(type(module).__qualname__.encode())
-        for name, tensor in module.state_dict().items():
-            t = tensor.detach().cpu().contiguous()
-            h.update(f"{name} {t.dtype} {tuple(t.shape)}".encode())
-            h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        config = getattr(module, "config", None)
+        if dataclasses.is_dataclass(config):
+            h.update(json.dumps(dataclasses.asdict(config), sort_keys=True, default=str).encode())
+        for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+            t = tensor.detach().cpu().contiguous().reshape(-1)
+            h.update(f"{name} {t.dtype} {tuple(tensor.shape)}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:40]
 
 
@@ -90,7 +95,7 @@ def cached_graphs(root: Path, key: str, build: Callable[[Path], object]) -> Path
     """The finished entry ``key`` under ``root``, made by ``build(folder)`` if it is not there yet."""
     entry = root / key
     if (entry / COMPLETE).exists():
-        os.utime(entry)                                   # most recently used
+        _touch(entry)                                     # most recently used
         return entry
     staging = root / f".{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
@@ -105,8 +110,16 @@ def cached_graphs(root: Path, key: str, build: Callable[[Path], object]) -> Path
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    _touch(entry)
     prune(root)
     return entry
+
+
+def _touch(entry: Path) -> None:
+    """Mark an entry used now, to the nanosecond (a directory's own times can be as coarse as a
+    scheduler tick, which would make entries made in a burst look equally old to ``prune``)."""
+    now = time.time_ns()
+    os.utime(entry, ns=(now, now))
 
 
 def prune(root: Path, keep: int = CACHE_ENTRIES) -> None:
@@ -116,7 +129,7 @@ def prune(root: Path, keep: int = CACHE_ENTRIES) -> None:
         if now - stale.stat().st_mtime > 3600:
             shutil.rmtree(stale, ignore_errors=True)
     entries = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                     key=lambda p: p.stat().st_mtime, reverse=True)
+                     key=lambda p: p.stat().st_mtime_ns, reverse=True)
     for old in entries[keep:]:
         shutil.rmtree(old, ignore_errors=True)
 

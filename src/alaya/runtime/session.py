@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import torch
 
-from alaya.codecs.gbuffer import MODALITIES, all_finite, as_tensor, camera_inputs, check_gbuffer
+from alaya.codecs.gbuffer import MODALITIES, as_tensor, camera_inputs, camera_view, check_gbuffer
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student, push_context
 from alaya.runtime.backends import (RENDER_BACKENDS, OnnxBackend, TorchBackend, integrate, stream_frame,
@@ -50,7 +50,7 @@ class RenderSession:
                  bf16: bool = False, noise: str | None = None, intrinsics: np.ndarray | None = None,
                  int8_ranges: Mapping | None = None):
         """``backend``: ``"torch"``, ``"onnx"`` (onnxruntime; the graphs are exported on the first
-        frame of each size, into ``onnx_folder`` or a temporary folder) or ``"onnx-int8"`` (the same
+        frame of each size, into ``onnx_folder``, else the graph cache, ``alaya.runtime.onnx_cache``) or ``"onnx-int8"`` (the same
         with the step graph quantized from ``int8_ranges``, ``alaya.runtime.int8.load_ranges``), or
         a backend object (``alaya.runtime.backends``), e.g. one shared with other sessions
         (``SessionFactory``); the codec modules may then be None. ``channels_last`` and ``bf16``
@@ -121,15 +121,20 @@ class RenderSession:
             shape = np.shape(frame[key])
             if shape != ((H, W, channels) if channels else (H, W)):
                 raise ValueError(f"G-buffer {key!r}: expected {(H, W, channels) if channels else (H, W)}, got {shape}")
+        if "world_to_camera" in frame and np.shape(frame["world_to_camera"]) != (4, 4):
+            raise ValueError(f"'world_to_camera': expected (4, 4), got {np.shape(frame['world_to_camera'])}")
         return H, W
 
-    @staticmethod
-    def _name_nonfinite(frame: Mapping[str, np.ndarray]) -> None:
-        """Raise the error naming the key that holds a NaN or an infinity (none: the stream
-        graph's sum overflowed on huge finite values, and the frame is fine)."""
+    def _name_nonfinite(self, inputs: Mapping[str, torch.Tensor]) -> None:
+        """Raise the error naming what holds a NaN or an infinity among a frame's stream inputs
+        (as float32: a float64 value past its range counts); when nothing does, only the stream
+        graph's one-sum check overflowed on huge finite values, and the frame is fine."""
         for key in FRAME_KEYS:
-            if not all_finite(frame[key]):
-                raise ValueError(f"G-buffer {key!r} contains NaN or infinite values")
+            if not torch.isfinite(inputs[key]).all():
+                raise ValueError(f"G-buffer {key!r} contains NaN or infinite values (as float32)")
+        if self.student.config.view_channels and not torch.isfinite(
+                camera_view(inputs["normal"], inputs["rotation"], inputs["rays"], inputs["xy"])).all():
+            raise ValueError("the camera ('K', 'world_to_camera') gives view channels that are not finite")
 
     def _stream_inputs(self, frame: Mapping[str, np.ndarray], H: int, W: int) -> dict[str, torch.Tensor]:
         """The frame's ``STREAM_INPUTS`` (batch 1, float32): the arrays, and the camera (zeros
@@ -159,19 +164,22 @@ class RenderSession:
     def _latents(self, frame: Mapping[str, np.ndarray], backend, H: int, W: int) -> torch.Tensor:
         K, C = self.student.config.context, self.student.config.latent_channels
         h, w = H // 8, W // 8
-        if self.context is None or self.context.shape[-2:] != (h, w):
-            self.context = torch.zeros(1, K, C, h, w)
-            self.valid = torch.zeros(1, K, 1, h, w)
-            self.decoder_state = None
+        fresh = self.context is None or self.context.shape[-2:] != (h, w)    # a new stream, or a new size
+        context = torch.zeros(1, K, C, h, w) if fresh else self.context
+        valid = torch.zeros(1, K, 1, h, w) if fresh else self.valid
         # the context is warped into this frame (a no-op on the zeros of a stream's first frame)
-        features, context, valid, finite = stream_frame(backend, self.student.config.view_channels,
-                                                        self._stream_inputs(frame, H, W), self.context, self.valid)
+        inputs = self._stream_inputs(frame, H, W)
+        features, context, valid, finite = stream_frame(backend, self.student.config.view_channels, inputs,
+                                                        context, valid)
         if not finite:
-            self._name_nonfinite(frame)
+            self._name_nonfinite(inputs)
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + (self.frame_index if self.noise == "frame" else 0))
         z = torch.randn(1, C, h, w, generator=gen)
         z = integrate(backend, z, self.times, self.text, features, self.student.config.average_velocity)
+        # nothing of the stream changes before here: a frame that raised left it as it was
         self.context, self.valid = push_context(context, valid, z)
+        if fresh:
+            self.decoder_state = None
         self.frame_index += 1
         return z
 
