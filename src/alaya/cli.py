@@ -96,7 +96,7 @@ def _play(a: argparse.Namespace) -> int:
 def _export_onnx(a: argparse.Namespace) -> int:
     from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
     from alaya.models.student import Student
-    from alaya.runtime.backends import export_onnx
+    from alaya.runtime.graphs import export_onnx
     folder = export_onnx(Student.from_pretrained(a.weights), TinyGBufferEncoder.from_pretrained(a.gbuffer_encoder),
                          TinyDecoder.from_pretrained(a.decoder), a.out, a.size)
     for name in ("frame", "step", "sample", "decode"):

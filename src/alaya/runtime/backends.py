@@ -17,7 +17,7 @@ in torch around their ``frame``.
 
 ``TorchBackend`` calls the modules; ``FullCodecBackend`` runs the distillation stages' full
 codecs (and guidance) through the same session loop; ``OnnxBackend`` exports the graphs once per frame size
-(``export_onnx``) and runs them with onnxruntime, whose small-convolution kernels are several
+(``alaya.runtime.graphs.export_onnx``) and runs them with onnxruntime, whose small-convolution kernels are several
 times faster than torch's on a CPU at batch 1 (``bench/flash_ablation.py`` measures both). The
 ONNX graphs compute the same functions: outputs match torch to ~1e-5 (tested, tolerance 1e-3).
 """
@@ -26,148 +26,23 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import copy
 import os
 import tempfile
 import threading
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
 from alaya.codecs.autoencoder import Autoencoder
-from alaya.codecs.gbuffer import (GBUFFER_INPUT_CHANNELS, PIXEL_VIEW_CHANNELS, camera_view, gbuffer_channels,
-                                  teacher_gbuffer_latents)
+from alaya.codecs.gbuffer import teacher_gbuffer_latents
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
-from alaya.models.student import Student, latent_flow, warp_context
-from alaya.models.teacher import strided_view_branch
+from alaya.models.student import Student
+from alaya.runtime.graphs import NAMES, _DecodeNet, _FrameNet, _StepNet, export_onnx, stream_condition
 
 BACKENDS = ("torch", "onnx")
 RENDER_BACKENDS = (*BACKENDS, "onnx-int8")   # the student's steps (sample graph) quantized (``alaya.runtime.int8``)
 ONNX_TOLERANCE = 1e-3          # max abs difference to torch on latents and [0, 1] images (tested)
-
-
-class _FrameNet(nn.Module):
-    """``encoder`` None: ``x`` already is the conditioning latent (the world model's anchor)."""
-
-    def __init__(self, student: Student, encoder: TinyGBufferEncoder | None):
-        super().__init__()
-        self.student, self.encoder = student, encoder if encoder is not None else nn.Identity()
-
-    def forward(self, x, context, valid, view=None):
-        g = self.encoder(x)
-        return g, self.student.condition(g, context, valid, view)
-
-
-STREAM_INPUTS = ("albedo", "normal", "depth", "roughness", "metallic", "motion", "rotation", "rays", "xy")
-
-
-def stream_condition(frame, view_channels: int, albedo, normal, depth, roughness, metallic, motion, rotation, rays,
-                     xy, context, valid):
-    """A render session's per-frame work before the steps, from the engine's arrays (batch 1;
-    ``gbuffer_channels``, ``camera_view``'s camera inputs from ``gbuffer.camera_inputs``): the
-    raw G-buffer, the view input (a student with ``view_channels``), the context warped into
-    this frame by its motion, and ``frame(x, context, valid, view)``'s features. Returns
-    (features, context, valid, finite): ``finite`` (a bool tensor) is False when the G-buffer, the
-    motion or the view input holds a NaN or an infinity (or they sum past float32's range), for
-    the caller to name before it keeps anything. The ONNX stream graph traces exactly this function."""
-    x = gbuffer_channels(albedo, normal, depth, roughness, metallic)
-    view = None
-    if view_channels:
-        view = camera_view(normal, rotation, rays, xy)
-        if view_channels == PIXEL_VIEW_CHANNELS:
-            view = torch.cat([view, x], 1)
-    factor = x.shape[-1] // context.shape[-1]
-    context, valid = warp_context(context, valid, latent_flow(motion, factor))
-    # one scalar: a NaN or an infinity anywhere makes the sum non-finite (so can an overflow of
-    # huge finite values, which the caller tells apart). Element-wise tests cost ~3 ms here.
-    checked = (x, depth, motion) if view is None else (x, depth, motion, view)
-    finite = torch.isfinite(sum(a.sum() for a in checked))
-    if not torch.jit.is_tracing() and not finite and not all(torch.isfinite(a).all() for a in checked):
-        return None, context, valid, finite   # in torch, stop before the networks' own (vaguer) checks
-    _, features = frame(x, context, valid, view)
-    return features, context, valid, finite
-
-
-class _StreamNet(nn.Module):
-    """``stream_condition`` as one graph: the G-buffer conversion, the camera, the context warp
-    and the frame graph in one onnxruntime run (they were ~3.5 ms of torch operations a frame
-    between the graphs at 128²)."""
-
-    def __init__(self, student: Student, encoder: TinyGBufferEncoder):
-        super().__init__()
-        self.frame, self.view_channels = _FrameNet(student, encoder), student.config.view_channels
-
-    def forward(self, albedo, normal, depth, roughness, metallic, motion, rotation, rays, xy, context, valid):
-        return stream_condition(self.frame, self.view_channels, albedo, normal, depth, roughness, metallic, motion,
-                                rotation, rays, xy, context, valid)
-
-
-class _StepNet(nn.Module):
-    def __init__(self, student: Student):
-        super().__init__()
-        self.student = student
-
-    def forward(self, z, r, t, text, features):
-        return self.student.velocity(z, r, t, text, features)
-
-
-def _sample_times(student: Student, steps: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """(r', t, r) of each step on the session's grid ``linspace(1, 0, steps + 1)``: the update is
-    ``z - (t - r) u(z, r', t)``, r' = r for an average-velocity student, t otherwise."""
-    times = torch.linspace(1.0, 0.0, steps + 1)
-    average = student.config.average_velocity
-    return [((r if average else t).reshape(1), t.reshape(1), r) for t, r in zip(times[:-1], times[1:])]
-
-
-class _ModulationNet(nn.Module):
-    """A prompt's modulations for every step of ``_SampleNet``: for each step, each adaptive
-    norm's gain and shift (``Student.modulations``), concatenated in that order along channels
-    into one (1, M, 1, 1) tensor. They depend on the prompt alone, so the backend runs this graph
-    once per prompt, not once per frame."""
-
-    def __init__(self, student: Student, steps: int):
-        super().__init__()
-        self.student, self.steps = student, steps
-
-    def forward(self, text):
-        return torch.cat([x for r, t, _ in _sample_times(self.student, self.steps)
-                          for pair in self.student.modulations(r, t, text).values() for x in pair], 1)
-
-
-class _SampleNet(nn.Module):
-    """A frame's ``steps`` student steps as one graph, unrolled on the session's time grid
-    (``_sample_times``), reading the prompt's modulations (``_ModulationNet``'s output, split by
-    one operator) instead of the prompt: one onnxruntime run a frame instead of ``steps``
-    (measured 2.5 ms a frame less for the shipped student in int8), with no per-step
-    projections of the time and prompt."""
-
-    def __init__(self, student: Student, steps: int):
-        super().__init__()
-        self.student, self.steps = student, steps
-
-    def forward(self, z, features, mods):
-        norms = self.student.adaptive_norms()
-        sizes = [n.norm.num_channels for n in norms for _ in range(2)] * self.steps
-        if mods.shape[1] != sum(sizes):
-            raise ValueError(f"mods: expected {sum(sizes)} channels, got {mods.shape[1]}")
-        parts = torch.split(mods, sizes, dim=1)
-        for k, (r, t, r_next) in enumerate(_sample_times(self.student, self.steps)):
-            own = parts[2 * len(norms) * k:2 * len(norms) * (k + 1)]
-            step_mods = {n: (own[2 * i], own[2 * i + 1]) for i, n in enumerate(norms)}
-            z = z - (t - r_next) * self.student.velocity(z, r, t, None, features, mods=step_mods)
-        return z
-
-
-class _DecodeNet(nn.Module):
-    def __init__(self, decoder: TinyDecoder):
-        super().__init__()
-        self.decoder = decoder
-
-    def forward(self, z, previous):
-        return self.decoder(z, previous)
 
 
 class TorchBackend:
@@ -228,89 +103,6 @@ class FullCodecBackend:
     @torch.no_grad()
     def decode(self, z, previous):
         return self.autoencoder.decode(z), previous
-
-
-def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
-                   factor: int = 8):
-    """Zero tensors with the shapes of one frame at ``size`` x ``size`` (batch 1), with latents
-    ``factor`` times smaller. Without a G-buffer encoder the frame graph takes the conditioning
-    latent (1, G, size/factor, size/factor)."""
-    c = student.config
-    h = size // factor
-    x = (torch.zeros(1, GBUFFER_INPUT_CHANNELS, size, size) if encoder is not None
-         else torch.zeros(1, c.gbuffer_channels, h, h))
-    view = (torch.zeros(1, c.view_channels, size, size),) if c.view_channels else ()
-    context = (torch.zeros(1, c.context, c.latent_channels, h, h), torch.zeros(1, c.context, 1, h, h))
-    stream = (torch.zeros(1, size, size, 3), torch.zeros(1, size, size, 3), torch.zeros(1, size, size),
-              torch.zeros(1, size, size), torch.zeros(1, size, size), torch.zeros(1, size, size, 2),
-              torch.zeros(1, 3, 3), torch.zeros(size * size, 3), torch.zeros(2, size, size), *context)
-    return {"frame": (x, *context, *view),
-            "stream": stream,
-            "step": (torch.zeros(1, c.latent_channels, h, h), torch.full((1,), 0.5), torch.full((1,), 0.75),
-                     torch.zeros(1, c.text_dim), torch.zeros(1, c.widths[0], h, h)),
-            "modulation": (torch.zeros(1, c.text_dim),),
-            "sample": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, c.widths[0], h, h),
-                       _ModulationNet(student, c.steps)(torch.zeros(1, c.text_dim))),
-            "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, state_channels(decoder), h, h))}
-
-
-def state_channels(decoder) -> int:
-    """Channels of a streaming decoder's memory (a memoryless one declares ``state_channels``)."""
-    return getattr(decoder, "state_channels", None) or decoder.config.channels[0]
-
-
-NAMES = {"frame": (["x", "context", "valid", "view"], ["g", "features"]),     # "view": view students only
-         # the engine's arrays to the frame's features (renderers: a G-buffer encoder); camera inputs: view students
-         "stream": ([*STREAM_INPUTS, "context", "valid"], ["features", "context_out", "valid_out", "finite"]),
-         "step": (["z", "r", "t", "text", "features"], ["u"]),
-         "modulation": (["text"], ["mods"]),          # a prompt's modulations, once per prompt
-         "sample": (["z", "features", "mods"], ["latents"]),  # the steps of one frame, unrolled
-         "decode": (["z", "previous"], ["rgb", "state"])}
-
-
-def _for_export(student: Student) -> Student:
-    """``student`` itself, or for a view student a copy whose view branch reads its 8x8 blocks
-    by a strided convolution (``strided_view_branch``: the same function, no 6-D transpose)."""
-    if student.view is None:
-        return student
-    clone = copy.deepcopy(student)
-    clone.view = strided_view_branch(clone.view)
-    return clone.eval()
-
-
-def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, folder: str | os.PathLike,
-                size: int = 128, factor: int = 8, steps: int | None = None) -> Path:
-    """Write ``frame.onnx``, ``step.onnx``, ``sample.onnx`` (``steps`` steps unrolled, default the
-    student's ``config.steps``, their count in the model's metadata ``alaya.steps``), the prompt's
-    ``modulation.onnx`` for them, ``decode.onnx`` and, with a G-buffer ``encoder``, ``stream.onnx``
-    (``stream_condition``: the engine's arrays to the frame's features) for frames of ``size`` x
-    ``size`` (latents ``factor`` times smaller) into ``folder`` (each written to a temporary name,
-    then renamed)."""
-    if size % 16:
-        raise ValueError(f"frame size must be a multiple of 16, got {size}")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    steps = steps or student.config.steps
-    nets = {"frame": _FrameNet(_for_export(student), encoder), "step": _StepNet(student),
-            "modulation": _ModulationNet(student, steps), "sample": _SampleNet(student, steps),
-            "decode": _DecodeNet(decoder)}
-    if encoder is not None:
-        nets["stream"] = _StreamNet(_for_export(student), encoder)
-    inputs = example_inputs(student, encoder, decoder, size, factor)
-    for name, net in nets.items():
-        tmp = folder / f".{name}.{os.getpid()}.onnx"
-        ins, outs = NAMES[name]
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # legacy-exporter and tracer notes on shape checks (fixed sizes here)
-            torch.onnx.export(net.eval(), inputs[name], str(tmp), input_names=ins[:len(inputs[name])], output_names=outs,
-                              opset_version=17, dynamo=False)
-        if name in ("modulation", "sample"):
-            import onnx
-            graph = onnx.load(str(tmp))
-            onnx.helper.set_model_props(graph, {"alaya.steps": str(net.steps)})
-            onnx.save(graph, str(tmp))
-        os.replace(tmp, folder / f"{name}.onnx")
-    return folder
 
 
 def stream_frame(backend, view_channels: int, inputs: dict[str, torch.Tensor], context: torch.Tensor,
@@ -402,7 +194,7 @@ class OnnxBackend:
             if name == "stream" and not path.exists():      # optional: a world model's folder has none
                 continue
             if not path.exists():
-                raise FileNotFoundError(f"{path} is missing; export it with alaya.runtime.export_onnx"
+                raise FileNotFoundError(f"{path} is missing; export it with alaya.runtime.graphs.export_onnx"
                                         + (" and alaya.runtime.int8.quantize_step" if int8 else ""))
             self.sessions[name] = ort.InferenceSession(str(path), _session_options(threads, nhwc=not quantized),
                                                        providers=["CPUExecutionProvider"])

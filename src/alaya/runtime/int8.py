@@ -3,7 +3,7 @@
 The student's four steps are most of a frame's cost. On a CPU with int8 dot products (AVX-512
 VNNI, AVX-VNNI, ARM dot product) onnxruntime's quantized convolutions run them faster than fp32
 (``docs/flash.md`` has the measurements). The graph quantized is ``sample.onnx``, a frame's steps
-unrolled (``backends._SampleNet``); the frame and decode graphs measured no faster in int8.
+unrolled (``graphs._SampleNet``); the frame and decode graphs measured no faster in int8.
 
 - Weights: int8, per output channel. Activations: uint8, per tensor, from ranges measured on
   real frames (``measure_ranges`` over the inputs and outputs of every convolution: by default
