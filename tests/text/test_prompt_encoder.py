@@ -57,3 +57,22 @@ def test_the_environment_names_a_cache_that_needs_no_model(enc, tmp_path, monkey
     assert reader.cache_file == path
     reader._load = None     # a machine without the model package
     assert torch.allclose(reader.encode("a toon-shaded cartoon"), enc.encode("a toon-shaded cartoon"), atol=1e-6)
+
+
+def test_the_projects_own_prompts_ship_with_their_embeddings(enc):
+    """``known_prompts.safetensors`` holds exactly the known prompts (a phrasing added without
+    rewriting it fails here: ``python -m alaya.text.known``), the model still gives the stored
+    vectors, and encoding them needs no model."""
+    from alaya.text.encoder import _known_embeddings, prompt_key
+    from alaya.text.known import known_prompts
+    prompts = known_prompts()
+    table = _known_embeddings()
+    assert set(table) == {prompt_key(p) for p in prompts}
+    sample = [prompts[0], prompts[len(prompts) // 2], prompts[-1]]
+    fresh = PromptEncoder(known=False).encode(sample)
+    assert torch.allclose(torch.stack([table[prompt_key(p)] for p in sample]), fresh, atol=1e-5)
+    offline = PromptEncoder()
+    offline._load = None                                   # no model: known prompts only
+    assert torch.allclose(offline.encode(sample), fresh, atol=1e-5)
+    with pytest.raises(TypeError):
+        offline.encode("a prompt nobody has written before")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
 from dataclasses import dataclass
 
 
@@ -56,7 +57,9 @@ def build_app(cfg: PlayConfig):
 
     factory = SessionFactory.from_pretrained(cfg.weights, cfg.gbuffer_encoder, cfg.decoder, size=cfg.size,
                                              backend=cfg.backend, threads=cfg.threads)
-    factory.encoder.encode(cfg.prompt)                       # load the text model before the first player
+    factory.encoder.encode(cfg.prompt)       # a style's phrasing: from the shipped embeddings, no model
+    # the text model (~10 s to load) for players' own prompts, while the server already serves
+    threading.Thread(target=factory.encoder.preload, name="prompt-model", daemon=True).start()
 
     def make_stream():
         return InteractiveStream(seed=cfg.seed, config=InteractiveConfig(size=cfg.size, fps=cfg.fps))
@@ -73,7 +76,8 @@ def _build_world_app(cfg: PlayConfig, web):
                                                   backend=cfg.backend, threads=cfg.threads)
     starts = load_start_frames(cfg.world_weights, cfg.size)
     actions = ActionText(factory.encoder)
-    actions.resolve("cast a fireball")                       # load the text model before the first player
+    actions.resolve("cast a fireball")                       # the action phrases: shipped embeddings, no model
+    threading.Thread(target=factory.encoder.preload, name="prompt-model", daemon=True).start()
     return create_world_app(factory, starts, web, actions)
 
 

@@ -6,10 +6,17 @@ safetensors file keyed by a hash of the prompt), so a streaming session that swi
 known prompts never runs the transformer twice. Without ``cache_file``, the environment variable
 ``ALAYA_PROMPT_CACHE`` names one: a machine without the model package (a GPU box that cannot
 install it) then encodes every prompt the file holds.
+
+The project's own prompts — every style's phrasings, the held-out paraphrases, the world model's
+action phrases (``alaya.text.known``) — ship with their embeddings (``known_prompts.safetensors``,
+made by this model and tested against it), so encoding them needs no model: importing and
+loading the transformer costs ~10 s, which a renderer that starts on a style's phrasing no
+longer pays (``preload`` loads it in the background for the free text that comes later).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -24,9 +31,19 @@ def prompt_key(prompt: str) -> str:
     return hashlib.blake2b(prompt.strip().encode(), digest_size=12).hexdigest()
 
 
+KNOWN_FILE = Path(__file__).with_name("known_prompts.safetensors")
+
+
+@functools.lru_cache(maxsize=1)
+def _known_embeddings() -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+    return load_file(str(KNOWN_FILE)) if KNOWN_FILE.exists() else {}
+
+
 class PromptEncoder:
     def __init__(self, cache_file: str | os.PathLike | None = None, max_chars: int = 1000,
-                 max_cached: int = 10_000):
+                 max_cached: int = 10_000, known: bool = True):
+        """``known``: answer the project's own prompts from ``KNOWN_FILE`` without the model."""
         cache_file = cache_file or os.environ.get("ALAYA_PROMPT_CACHE") or None
         self.cache_file = Path(cache_file) if cache_file else None
         self.max_chars = max_chars
@@ -34,9 +51,15 @@ class PromptEncoder:
         self._model = None
         self._lock = threading.Lock()
         self._cache: dict[str, torch.Tensor] = {}
+        self._known = _known_embeddings() if known else {}
         if self.cache_file and self.cache_file.exists():
             from safetensors.torch import load_file
             self._cache.update(load_file(str(self.cache_file)))
+
+    def preload(self) -> None:
+        """Load the model now (e.g. on a background thread), not at the first unknown prompt."""
+        with self._lock:
+            self._load()
 
     def _load(self):
         if self._model is None:
@@ -63,7 +86,8 @@ class PromptEncoder:
         maps to the zero vector: "no prompt", which classifier-free guidance uses."""
         items = [prompts] if isinstance(prompts, str) else list(prompts)
         texts = [self._check(p) for p in items]
-        missing = sorted({t for t in texts if t and prompt_key(t) not in self._cache})
+        missing = sorted({t for t in texts if t and prompt_key(t) not in self._cache
+                          and prompt_key(t) not in self._known})
         if missing:
             with self._lock:
                 emb = self._load().encode(missing, convert_to_tensor=True, normalize_embeddings=True,
@@ -72,7 +96,13 @@ class PromptEncoder:
         else:
             fresh = {}
         zero = torch.zeros(EMBED_DIM)
-        out = torch.stack([fresh.get(prompt_key(t), self._cache.get(prompt_key(t))) if t else zero for t in texts])
+
+        def lookup(key: str) -> torch.Tensor:
+            for table in (fresh, self._cache, self._known):
+                if key in table:
+                    return table[key]
+            raise KeyError(key)
+        out = torch.stack([lookup(prompt_key(t)) if t else zero for t in texts])
         self._cache.update(fresh)
         while len(self._cache) > self.max_cached:            # drop the oldest entries
             self._cache.pop(next(iter(self._cache)))
