@@ -39,7 +39,7 @@ def test_cache_stays_bounded():
     import torch
 
     from alaya.text import PromptEncoder
-    enc = PromptEncoder(max_cached=3)
+    enc = PromptEncoder(max_cached=3, known=False)           # "a foggy morning" is a shipped prompt
     first = enc.encode("a foggy morning")
     for i in range(6):
         enc.encode(f"prompt number {i}")
@@ -59,7 +59,7 @@ def test_the_environment_names_a_cache_that_needs_no_model(enc, tmp_path, monkey
     assert torch.allclose(reader.encode("a toon-shaded cartoon"), enc.encode("a toon-shaded cartoon"), atol=1e-6)
 
 
-def test_the_projects_own_prompts_ship_with_their_embeddings(enc):
+def test_the_projects_own_prompts_ship_with_their_embeddings(enc, monkeypatch):
     """``known_prompts.safetensors`` holds exactly the known prompts (a phrasing added without
     rewriting it fails here: ``python -m alaya.text.known``), the model still gives the stored
     vectors, and encoding them needs no model."""
@@ -69,6 +69,7 @@ def test_the_projects_own_prompts_ship_with_their_embeddings(enc):
     table = _known_embeddings()
     assert set(table) == {prompt_key(p) for p in prompts}
     sample = [prompts[0], prompts[len(prompts) // 2], prompts[-1]]
+    monkeypatch.delenv("ALAYA_PROMPT_CACHE", raising=False)          # the model itself
     fresh = PromptEncoder(known=False).encode(sample)
     assert torch.allclose(torch.stack([table[prompt_key(p)] for p in sample]), fresh, atol=1e-5)
     offline = PromptEncoder()
@@ -76,3 +77,16 @@ def test_the_projects_own_prompts_ship_with_their_embeddings(enc):
     assert torch.allclose(offline.encode(sample), fresh, atol=1e-5)
     with pytest.raises(TypeError):
         offline.encode("a prompt nobody has written before")
+
+
+def test_many_threads_encode_while_the_cache_evicts():
+    """Server threads encode at once; a small cache evicts all the time; nothing is lost or raised."""
+    import concurrent.futures
+    enc = PromptEncoder(max_cached=2, known=False)
+    prompts = [f"prompt number {i}" for i in range(6)]
+    expected = {p: enc.encode(p) for p in prompts}
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: (prompts[i % 6], enc.encode(prompts[i % 6])), range(60)))
+    for p, e in results:
+        assert torch.allclose(e, expected[p], atol=1e-5), p
+    assert len(enc._cache) <= 2

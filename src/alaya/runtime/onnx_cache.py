@@ -119,7 +119,13 @@ def _touch(entry: Path) -> None:
     """Mark an entry used now, to the nanosecond (a directory's own times can be as coarse as a
     scheduler tick, which would make entries made in a burst look equally old to ``prune``)."""
     now = time.time_ns()
-    os.utime(entry, ns=(now, now))
+    try:
+        os.utime(entry, ns=(now, now))
+    except PermissionError:                   # another user's entry in a shared cache: "now" is allowed
+        try:
+            os.utime(entry)
+        except OSError:
+            pass                              # best effort: only the pruning order depends on it
 
 
 def prune(root: Path, keep: int = CACHE_ENTRIES) -> None:

@@ -44,6 +44,20 @@ class PlayConfig:
             self.prompt = "a golden sunset" if self.world else "a clear sunny noon"
 
 
+def _preload_in_background(encoder) -> threading.Thread:
+    """Load the text model (~10 s) on a daemon thread while the server already serves, for the
+    players' own prompts (the styles' phrasings need none). A prompt typed before it is loaded
+    waits for it; without the model package only known prompts work, said once here."""
+    def load():
+        try:
+            encoder.preload()
+        except ImportError as e:
+            print(f"warning: {e}; only the styles' phrasings and cached prompts will work", flush=True)
+    thread = threading.Thread(target=load, name="prompt-model", daemon=True)
+    thread.start()
+    return thread
+
+
 def build_app(cfg: PlayConfig):
     from alaya.serve.web import WebConfig, create_app
 
@@ -58,8 +72,7 @@ def build_app(cfg: PlayConfig):
     factory = SessionFactory.from_pretrained(cfg.weights, cfg.gbuffer_encoder, cfg.decoder, size=cfg.size,
                                              backend=cfg.backend, threads=cfg.threads)
     factory.encoder.encode(cfg.prompt)       # a style's phrasing: from the shipped embeddings, no model
-    # the text model (~10 s to load) for players' own prompts, while the server already serves
-    threading.Thread(target=factory.encoder.preload, name="prompt-model", daemon=True).start()
+    _preload_in_background(factory.encoder)
 
     def make_stream():
         return InteractiveStream(seed=cfg.seed, config=InteractiveConfig(size=cfg.size, fps=cfg.fps))
@@ -77,7 +90,7 @@ def _build_world_app(cfg: PlayConfig, web):
     starts = load_start_frames(cfg.world_weights, cfg.size)
     actions = ActionText(factory.encoder)
     actions.resolve("cast a fireball")                       # the action phrases: shipped embeddings, no model
-    threading.Thread(target=factory.encoder.preload, name="prompt-model", daemon=True).start()
+    _preload_in_background(factory.encoder)
     return create_world_app(factory, starts, web, actions)
 
 

