@@ -50,10 +50,10 @@ class RenderSession:
                  bf16: bool = False, noise: str | None = None, intrinsics: np.ndarray | None = None,
                  int8_ranges: Mapping | None = None):
         """``backend``: ``"torch"``, ``"onnx"`` (onnxruntime; the graphs are exported on the first
-        frame of each size, into ``onnx_folder``, else the graph cache, ``alaya.runtime.onnx_cache``) or ``"onnx-int8"`` (the same
-        with the step graph quantized from ``int8_ranges``, ``alaya.runtime.int8.load_ranges``), or
-        a backend object (``alaya.runtime.backends``), e.g. one shared with other sessions
-        (``SessionFactory``); the codec modules may then be None. ``channels_last`` and ``bf16``
+        frame of each size, into ``onnx_folder``, else the graph cache ``alaya.runtime.onnx_cache``)
+        or ``"onnx-int8"`` (the same with the step graph quantized from ``int8_ranges``,
+        ``alaya.runtime.int8.load_ranges``), or a backend object (``alaya.runtime.backends``), e.g.
+        one shared with other sessions (``SessionFactory``); the codec modules may then be None. ``channels_last`` and ``bf16``
         (CPU autocast) apply to the torch backend."""
         steps = student.config.steps if steps is None else steps
         noise = student.config.noise if noise is None else noise

@@ -87,19 +87,18 @@ class PromptEncoder:
         maps to the zero vector: "no prompt", which classifier-free guidance uses."""
         items = [prompts] if isinstance(prompts, str) else list(prompts)
         texts = [self._check(p) for p in items]
-        keys = {prompt_key(t) for t in texts if t}
+        keys = [prompt_key(t) if t else None for t in texts]
         with self._cache_lock:                 # many server threads encode; eviction must not race a read
             hits = {k: self._cache[k] for k in keys if k in self._cache}
-        missing = sorted({t for t in texts if t and prompt_key(t) not in hits and prompt_key(t) not in self._known})
+        missing = sorted({t for t, k in zip(texts, keys) if k and k not in hits and k not in self._known})
         fresh = {}
         if missing:
             with self._lock:
                 emb = self._load().encode(missing, convert_to_tensor=True, normalize_embeddings=True,
                                           show_progress_bar=False)
             fresh = {prompt_key(t): e.detach().float().cpu().contiguous() for t, e in zip(missing, emb)}
-        found = {**self._known, **hits, **fresh} if self._known else {**hits, **fresh}
         zero = torch.zeros(EMBED_DIM)
-        out = torch.stack([found[prompt_key(t)] if t else zero for t in texts])
+        out = torch.stack([zero if k is None else fresh.get(k, hits.get(k, self._known.get(k))) for k in keys])
         with self._cache_lock:
             self._cache.update(fresh)
             while len(self._cache) > self.max_cached:            # drop the oldest entries
