@@ -1,7 +1,9 @@
 """Flash ablation: the teacher and the student after each distillation stage, in one run, on the
 same held-out clips — frames per second end to end (G-buffer in, RGB out), PSNR against the
 reference renderer, warping error and style accuracy — then the final student on a live engine
-stream (physics + raster + student + decode), median FPS over ``--live-frames`` frames.
+stream (physics + raster + student + decode), median FPS over ``--live-frames`` frames: in a
+``StreamPipeline`` as ``alaya play`` runs it (the JSON's ``fps`` and ``speedup_vs_teacher``), and
+one frame after the other (``live_sequential``, ``speedup_vs_teacher_sequential``).
 
 Usage:
   python bench/flash_ablation.py [--data data/ds128] [--clips 2] [--frames 12]
@@ -51,30 +53,47 @@ def held_out_data(clips: int, frames: int, size: int) -> str:
     return str(root)
 
 
-def live_fps(student_folder: str, frames: int, size: int, backend: str) -> dict:
-    """Median FPS of engine step (physics + G-buffer raster) + student + tiny decode, one frame at
-    a time, over ``frames`` frames after a warm-up."""
+def live_fps(student_folder: str, frames: int, size: int, backend: str, pipelined: bool = True) -> dict:
+    """Median FPS of a live engine stream (physics + G-buffer raster) through the student and the
+    tiny decoder over ``frames`` frames after a warm-up. ``pipelined``: as ``alaya play`` runs it,
+    in a ``StreamPipeline`` (one thread per graph; frame n + 1 engine-stepped and prepared while
+    frame n is sampled and frame n - 1 decoded), a frame's time being the interval between two
+    consecutive outputs, and its latency the time from the start of its engine step to its RGB.
+    Otherwise one frame after the other on this thread (``RenderSession.step``)."""
     from alaya.engine.stream import EngineStream, StreamConfig
     from alaya.renderers import StudentRenderer
-    renderer = StudentRenderer.from_pretrained(student_folder, backend=backend)
+    from alaya.runtime.pipeline import StreamPipeline
+    renderer = StudentRenderer.from_pretrained(student_folder, backend=backend, threads=1 if pipelined else None)
     session = renderer.session
     session.set_prompt("a clear sunny noon")
     stream = EngineStream(11, StreamConfig(size=size, rig="fly"))
-    times, engine_ms = [], []
+    warm = 10
+    done, starts, engine_ms = [], [], []
     try:
-        for i in range(frames + 10):
-            t0 = time.perf_counter()
-            g = stream.step()
-            t1 = time.perf_counter()
-            session.step(g)
-            if i >= 10:
-                times.append(time.perf_counter() - t0)
-                engine_ms.append(t1 - t0)
+        if pipelined:
+            with StreamPipeline(session) as pipeline:
+                for i in range(frames + warm):
+                    t0 = time.perf_counter()
+                    g = stream.step()
+                    engine_ms.append(time.perf_counter() - t0)
+                    starts.append(t0)
+                    pipeline.submit(g).add_done_callback(lambda f: done.append(time.perf_counter()))
+        else:
+            for i in range(frames + warm):
+                t0 = time.perf_counter()
+                g = stream.step()
+                engine_ms.append(time.perf_counter() - t0)
+                starts.append(t0)
+                session.step(g)
+                done.append(time.perf_counter())
     finally:
         stream.close()
+    times = np.diff(done)[warm:] if pipelined else (np.array(done) - np.array(starts))[warm:]
+    latency = (np.array(done) - np.array(starts))[warm:]
     return {"fps": float(1 / np.median(times)), "frame_ms_p50": float(np.median(times) * 1e3),
             "frame_ms_p99": float(np.percentile(times, 99) * 1e3), "engine_ms_p50": float(np.median(engine_ms) * 1e3),
-            "frames": frames}
+            "latency_ms_p50": float(np.median(latency) * 1e3), "latency_ms_p99": float(np.percentile(latency, 99) * 1e3),
+            "frames": frames, "pipelined": pipelined}
 
 
 def main() -> None:
@@ -95,6 +114,8 @@ def main() -> None:
                    help="the final student's backend (onnx-int8: its steps quantized; also measured in onnx)")
     a = p.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
+    from alaya.engine.raster import share_cores_with_a_model
+    share_cores_with_a_model()          # the live stream runs the engine beside the student, as play does
     from alaya.codecs.autoencoder import Autoencoder
     from alaya.data.contract import renderer_input
     from alaya.evaluation.render_eval import RenderEvalConfig, evaluate_renderer
@@ -131,22 +152,29 @@ def main() -> None:
         rows[name] = {"fps": 1 / res["s_per_frame"], "psnr": res["psnr"], "ssim": res["ssim"],
                       "warp_error": res["warp_error"], "style_accuracy": res["style_accuracy"],
                       "calls_per_frame": _calls(name, r)}
-    live = live_fps(a.student, a.live_frames, a.size, a.backend) if a.live_frames > 0 else {}
+    live, sequential = {}, {}
+    if a.live_frames > 0:
+        sequential = live_fps(a.student, a.live_frames, a.size, a.backend, pipelined=False)
+        live = live_fps(a.student, a.live_frames, a.size, a.backend, pipelined=True)
     t, s = rows["teacher"], rows["tiny"]
     print("| renderer | calls/frame | FPS (clips) | PSNR | SSIM | warp error | style acc |")
     print("|---|---|---|---|---|---|---|")
     for name, r in rows.items():
         print(f"| {name} | {r['calls_per_frame']} | {r['fps']:.2f} | {r['psnr']:.2f} | {r['ssim']:.3f} | "
               f"{r['warp_error']:.4f} | {r['style_accuracy']:.3f} |")
-    if live:
-        print(f"\nlive engine stream, final student ({a.backend}): {live['fps']:.1f} FPS median over "
-              f"{live['frames']} frames (p50 {live['frame_ms_p50']:.1f} ms, p99 {live['frame_ms_p99']:.1f} ms, "
-              f"engine {live['engine_ms_p50']:.1f} ms)")
+    for title, run in (("pipelined (StreamPipeline, as alaya play)", live), ("one frame after the other", sequential)):
+        if run:
+            print(f"\nlive engine stream, final student ({a.backend}), {title}: {run['fps']:.1f} FPS median over "
+                  f"{run['frames']} frames (frame p50 {run['frame_ms_p50']:.1f} ms, p99 {run['frame_ms_p99']:.1f} ms; "
+                  f"latency p50 {run['latency_ms_p50']:.1f} ms, p99 {run['latency_ms_p99']:.1f} ms; "
+                  f"engine {run['engine_ms_p50']:.1f} ms)")
     fps = live.get("fps", s["fps"])
     print(json.dumps({"fps": fps, "speedup_vs_teacher": fps / t["fps"], "psnr": s["psnr"], "teacher_psnr": t["psnr"],
                       "warp_error": s["warp_error"], "teacher_warp_error": t["warp_error"],
                       "style_accuracy": s["style_accuracy"], "teacher_fps": t["fps"], "clip_fps": s["fps"],
-                      "live": live, "backend": a.backend, "size": a.size, "clips": a.clips, "frames": a.frames,
+                      "live": live, "live_sequential": sequential,
+                      "speedup_vs_teacher_sequential": sequential["fps"] / t["fps"] if sequential else None,
+                      "backend": a.backend, "size": a.size, "clips": a.clips, "frames": a.frames,
                       "data": data if a.data else "generated", "stages": rows, "threads": torch.get_num_threads()}))
 
 

@@ -67,3 +67,16 @@ def test_a_stream_that_fails_to_start_is_reported():
         loop.start()
     with pytest.raises(ValueError, match="fps"):
         RealtimeLoop(broken, session(), lambda f: None, LoopConfig(fps=0))
+
+
+def test_the_pipelined_loop_renders_what_a_sequential_stream_does():
+    """The loop runs a render session in a StreamPipeline: the frames it delivers are the ones
+    ``RenderSession.step`` gives for the same engine frames, in order."""
+    loop, got, errors, _ = run_loop(seconds=2.0, fps=30.0)
+    assert not errors and len(got) >= 5
+    stream, s = EngineStream(3, StreamConfig(size=32)), session()
+    try:
+        expected = [s.step(stream.step()) for _ in range(len(got))]
+    finally:
+        stream.close()
+    assert all(np.array_equal(f.rgb, e) for f, e in zip(got, expected))

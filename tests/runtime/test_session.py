@@ -119,11 +119,13 @@ def test_bad_frames_are_named_and_leave_the_stream_as_it_was(frames, backend):
     assert np.array_equal(s.run(frames[1:3]), expected[1:])
 
 
-def test_stream_graph_computes_the_torch_stream_condition(frames, tmp_path):
-    """The ONNX stream graph (G-buffer conversion, camera, context warp, frame graph in one run)
-    against ``stream_condition`` in torch around the torch frame network, with a non-zero context
-    that the motion moves."""
-    from alaya.runtime.backends import ONNX_TOLERANCE, OnnxBackend, stream_frame
+def test_stream_and_context_graphs_compute_the_torch_functions(frames, tmp_path):
+    """The ONNX stream graph (G-buffer conversion, camera, latent flow, G-buffer encoder and the
+    frame's own features in one run) and context graph (the warp and the context's features)
+    against ``gbuffer_condition`` / ``context_condition`` in torch around the torch frame network,
+    with a non-zero context that the motion moves; and the two parts add up to ``condition``."""
+    from alaya.runtime.backends import ONNX_TOLERANCE, OnnxBackend, attach_context, prepare_frame
+    from alaya.models.student import latent_flow, warp_context
     s = session()
     backend = OnnxBackend.from_modules(s.student, s.gbuffer_encoder, s.tiny_decoder, 32, tmp_path)
     assert backend.has_stream
@@ -132,13 +134,25 @@ def test_stream_graph_computes_the_torch_stream_condition(frames, tmp_path):
     valid = torch.ones(1, s.student.config.context, 1, 4, 4)
     frame = dict(frames[2], motion=np.full((32, 32, 2), 6.0, np.float32))   # everything moves off by 6 pixels
     inputs = s._stream_inputs(frame, 32, 32)
-    ours = stream_frame(backend, 0, inputs, context, valid)
-    theirs = stream_frame(s.torch_backend, 0, inputs, context, valid)
-    assert ours[3] and theirs[3]
-    for a, b in zip(ours[:3], theirs[:3]):
+    ours, theirs = prepare_frame(backend, s.student, inputs), prepare_frame(s.torch_backend, s.student, inputs)
+    assert ours[2] and theirs[2]
+    for a, b in zip(ours[:2], theirs[:2]):
+        assert torch.allclose(a, b, atol=ONNX_TOLERANCE)
+    ours = attach_context(backend, s.student, *ours[:2], context, valid)
+    theirs = attach_context(s.torch_backend, s.student, *theirs[:2], context, valid)
+    for a, b in zip(ours, theirs):
         assert torch.allclose(a, b, atol=ONNX_TOLERANCE)
     assert 0 < ours[2].mean() < 1                   # the warp moved part of the context out of view
     assert not torch.allclose(ours[1], context)
+    # the split is exact: the frame's features are the student's whole condition of the warped context
+    warped, warped_valid = warp_context(context, valid, latent_flow(inputs["motion"], 8))
+    g, whole = s.torch_backend.frame(_gbuffer_x(inputs), warped, warped_valid)
+    assert torch.allclose(theirs[0], whole, atol=1e-5)
+
+
+def _gbuffer_x(inputs):
+    from alaya.codecs.gbuffer import gbuffer_channels
+    return gbuffer_channels(*(inputs[k] for k in ("albedo", "normal", "depth", "roughness", "metallic")))
 
 
 def test_onnx_backend_matches_torch(frames, tmp_path):
@@ -147,8 +161,9 @@ def test_onnx_backend_matches_torch(frames, tmp_path):
     for f in frames[:4]:
         zt, zo = t_sess.step_latent(f), o_sess.step_latent(f)
         assert torch.allclose(zt, zo, atol=ONNX_TOLERANCE)
-    assert sorted(p.name for p in (tmp_path / "32").iterdir()) == ["decode.onnx", "frame.onnx", "modulation.onnx",
-                                                                  "sample.onnx", "step.onnx", "stream.onnx"]
+    assert sorted(p.name for p in (tmp_path / "32").iterdir()) == ["context.onnx", "decode.onnx", "frame.onnx",
+                                                                  "modulation.onnx", "sample.onnx", "step.onnx",
+                                                                  "stream.onnx"]
     a, b = session().run(frames[:4]), session(backend="onnx").run(frames[:4])
     assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
     with pytest.raises(ValueError, match="backend"):

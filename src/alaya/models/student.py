@@ -149,15 +149,30 @@ class Student(nn.Module):
                   view: torch.Tensor | None = None) -> torch.Tensor:
         """The input layer's per-frame part: features (B, widths[0], h, w) of the G-buffer
         latents, the masked context and (with a view branch) the view input (B, V, 8h, 8w),
-        the same for every sampling step of a frame. ``view`` None or zero: camera unknown."""
-        B, K = context.shape[:2]
-        h, w = gbuffer.shape[-2:]
-        ctx = torch.cat([context * context_valid, context_valid], 2).reshape(B, -1, h, w)
-        features = self.cond_stem(torch.cat([gbuffer, ctx], 1))
+        the same for every sampling step of a frame. ``view`` None or zero: camera unknown.
+        The sum of ``condition_gbuffer`` (what needs no past) and ``condition_context``."""
+        return self.condition_gbuffer(gbuffer, view) + self.condition_context(context, context_valid)
+
+    def condition_gbuffer(self, gbuffer: torch.Tensor, view: torch.Tensor | None = None) -> torch.Tensor:
+        """The part of ``condition`` that reads only the frame itself: the input layer's G-buffer
+        columns (and its bias) and the view branch. A streaming pipeline computes it for frame
+        n + 1 while frame n is still being sampled."""
+        G = self.config.gbuffer_channels
+        stem = self.cond_stem
+        features = F.conv2d(gbuffer, stem.weight[:, :G], stem.bias, stem.stride, stem.padding)
         if view is None:
             return features
+        B, _, h, w = gbuffer.shape
         check_view(view[:, None], self.config.view_channels, (B, 1, 0, h, w))
         return features + apply_view(self.view, self.view_pixel, view.to(features.dtype))
+
+    def condition_context(self, context: torch.Tensor, context_valid: torch.Tensor) -> torch.Tensor:
+        """The part of ``condition`` that reads the past: the input layer's context columns on
+        the masked context (B, K, C, h, w) and its validity (B, K, 1, h, w); no bias."""
+        B, K, _, h, w = context.shape
+        ctx = torch.cat([context * context_valid, context_valid], 2).reshape(B, -1, h, w)
+        stem = self.cond_stem
+        return F.conv2d(ctx, stem.weight[:, self.config.gbuffer_channels:], None, stem.stride, stem.padding)
 
     def forward(self, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor, gbuffer: torch.Tensor,
                 text: torch.Tensor, context: torch.Tensor, context_valid: torch.Tensor,

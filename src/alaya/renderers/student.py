@@ -38,7 +38,7 @@ class StudentRenderer:
     def __init__(self, student: Student, codecs: str = "tiny", autoencoder: Autoencoder | None = None,
                  gbuffer_encoder: TinyGBufferEncoder | None = None, decoder: TinyDecoder | None = None,
                  encoder: PromptEncoder | None = None, steps: int | None = None, guidance: float = 1.0,
-                 backend: str = "onnx", noise: str | None = None, int8_ranges=None):
+                 backend: str = "onnx", noise: str | None = None, int8_ranges=None, threads: int | None = None):
         if codecs not in CODECS:
             raise ValueError(f"codecs must be one of {CODECS}, got {codecs!r}")
         if codecs == "full" and autoencoder is None:
@@ -54,7 +54,7 @@ class StudentRenderer:
         if codecs == "full":                   # the same streaming loop, with the full codecs
             backend = FullCodecBackend(student, autoencoder, guidance)
         self.session = RenderSession(student, gbuffer_encoder, decoder, encoder=self.encoder, steps=self.steps,
-                                     noise=noise, backend=backend, int8_ranges=int8_ranges)
+                                     noise=noise, backend=backend, int8_ranges=int8_ranges, threads=threads)
 
     @classmethod
     def from_pretrained(cls, folder: str | os.PathLike = "weights/student", codecs: str = "tiny",

@@ -10,10 +10,12 @@ A frame of the Flash renderer is three kinds of network call:
 - ``decode(z, previous) -> (rgb, state)``: the tiny streaming decoder, ``previous`` being its
   state from the frame before (None at the start of a stream).
 
-A render session reaches ``frame`` through ``stream_frame``: ``stream_condition`` converts the
-engine's arrays (G-buffer, motion, camera), warps the context into the frame and calls
-``frame``; an ``OnnxBackend`` of a renderer runs all of it as one graph (``stream``), the others
-in torch around their ``frame``.
+A render session reaches ``frame`` in two parts: ``prepare_frame`` (``gbuffer_condition``:
+the engine's arrays — G-buffer, motion, camera — to the frame's own features and latent flow)
+and ``attach_context`` (``context_condition``: the past warped into the frame and added), so
+that a pipeline can prepare frame n + 1 while frame n is being sampled. An ``OnnxBackend`` of a
+renderer runs each part as one graph (``stream``, ``context``), the others in torch around
+their ``frame``.
 
 ``TorchBackend`` calls the modules; ``FullCodecBackend`` runs the distillation stages' full
 codecs (and guidance) through the same session loop; ``OnnxBackend`` exports the graphs once per frame size
@@ -38,7 +40,8 @@ from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.gbuffer import teacher_gbuffer_latents
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
-from alaya.runtime.graphs import NAMES, _DecodeNet, _FrameNet, _StepNet, export_onnx, stream_condition
+from alaya.runtime.graphs import (NAMES, _DecodeNet, _FrameNet, _StepNet, context_condition, export_onnx,
+                                  gbuffer_condition)
 
 BACKENDS = ("torch", "onnx")
 RENDER_BACKENDS = (*BACKENDS, "onnx-int8")   # the student's steps (sample graph) quantized (``alaya.runtime.int8``)
@@ -105,14 +108,28 @@ class FullCodecBackend:
         return self.autoencoder.decode(z), previous
 
 
-def stream_frame(backend, view_channels: int, inputs: dict[str, torch.Tensor], context: torch.Tensor,
-                 valid: torch.Tensor):
-    """``stream_condition`` for one frame (``inputs``: its ``STREAM_INPUTS``): the backend's stream
-    graph where it has one (``OnnxBackend`` of a renderer), else the same function in torch around
-    the backend's ``frame``."""
+def prepare_frame(backend, student: Student, inputs: dict[str, torch.Tensor], factor: int = 8):
+    """``gbuffer_condition`` for one frame (``inputs``: its ``STREAM_INPUTS``): (features, flow,
+    finite), by the backend's stream graph where it has one (``OnnxBackend`` of a renderer), else
+    in torch around the backend's ``frame`` given an empty past (whose context part is zero: no bias)."""
     if getattr(backend, "has_stream", False):
-        return backend.stream(inputs, context, valid)
-    return stream_condition(backend.frame, view_channels, **inputs, context=context, valid=valid)
+        return backend.stream(inputs)
+    c = student.config
+    H, W = inputs["depth"].shape[-2:]
+    empty = (torch.zeros(1, c.context, c.latent_channels, H // factor, W // factor),
+             torch.zeros(1, c.context, 1, H // factor, W // factor))
+    return gbuffer_condition(lambda x, view: backend.frame(x, *empty, view)[1], c.view_channels, **inputs,
+                             factor=factor)
+
+
+def attach_context(backend, student: Student, features: torch.Tensor, flow: torch.Tensor, context: torch.Tensor,
+                   valid: torch.Tensor):
+    """``context_condition``: (features, context, valid) with the past warped into the frame, by
+    the backend's context graph where it has one, else in torch."""
+    if getattr(backend, "has_stream", False):
+        return backend.context(features, flow, context, valid)
+    with torch.no_grad():
+        return context_condition(student.condition_context, features, flow, context, valid)
 
 
 def integrate(backend, z: torch.Tensor, times: torch.Tensor, text: torch.Tensor, features: torch.Tensor,
@@ -191,7 +208,7 @@ class OnnxBackend:
         for name in NAMES:
             quantized = int8 and name == "sample"
             path = Path(folder) / f"{name}{'_int8' if quantized else ''}.onnx"
-            if name == "stream" and not path.exists():      # optional: a world model's folder has none
+            if name in ("stream", "context") and not path.exists():   # a world model's folder has neither
                 continue
             if not path.exists():
                 raise FileNotFoundError(f"{path} is missing; export it with alaya.runtime.graphs.export_onnx"
@@ -199,7 +216,7 @@ class OnnxBackend:
             self.sessions[name] = ort.InferenceSession(str(path), _session_options(threads, nhwc=not quantized),
                                                        providers=["CPUExecutionProvider"])
         self.inputs = {n: [i.name for i in s.get_inputs()] for n, s in self.sessions.items()}
-        self.has_stream = "stream" in self.sessions
+        self.has_stream = "stream" in self.sessions and "context" in self.sessions
         steps = self.sessions["sample"].get_modelmeta().custom_metadata_map.get("alaya.steps")
         if steps is None:
             raise ValueError(f"{Path(folder) / 'sample.onnx'}: no 'alaya.steps' in its metadata; re-export it")
@@ -256,12 +273,15 @@ class OnnxBackend:
     def step(self, z, r, t, text, features):
         return self._run("step", z, r, t, text, features)[0]
 
-    def stream(self, inputs: dict[str, torch.Tensor], context, valid):
-        """``stream_condition`` in one run of the stream graph: (features, context, valid, finite)."""
+    def stream(self, inputs: dict[str, torch.Tensor]):
+        """``gbuffer_condition`` in one run of the stream graph: (features, flow, finite)."""
         feed = {k: _as_input(v) for k, v in inputs.items() if k in self.inputs["stream"]}
-        feed["context"], feed["valid"] = _as_input(context), _as_input(valid)
-        features, context, valid, finite = self.sessions["stream"].run(None, feed)
-        return torch.from_numpy(features), torch.from_numpy(context), torch.from_numpy(valid), bool(finite)
+        features, flow, finite = self.sessions["stream"].run(None, feed)
+        return torch.from_numpy(features), torch.from_numpy(flow), bool(finite)
+
+    def context(self, features, flow, context, valid):
+        """``context_condition`` in one run of the context graph: (features, context, valid)."""
+        return tuple(self._run("context", features, flow, context, valid))
 
     def modulations(self, text: torch.Tensor) -> np.ndarray:
         """The sample graph's modulation input (1, M, 1, 1) for prompt embedding ``text`` (1, D), cached."""

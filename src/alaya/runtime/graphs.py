@@ -1,7 +1,7 @@
 """The per-frame networks of a render or world session as exportable graphs, and their ONNX export.
 
-``stream`` (a renderer: the engine's arrays to the frame's features, ``stream_condition``),
-``frame`` (the features from the G-buffer input), ``step`` (one student step), ``modulation``
+``stream`` (a renderer: the engine's arrays to the frame's own features, ``gbuffer_condition``),
+``context`` (the past warped into the frame and added to them, ``context_condition``), ``frame`` (the features from the G-buffer input), ``step`` (one student step), ``modulation``
 (a prompt's adaptive-norm gains and shifts for the unrolled steps), ``sample`` (a frame's steps
 unrolled) and ``decode`` (the tiny streaming decoder): ``export_onnx`` writes them for one frame
 size; ``alaya.runtime.backends`` runs them (``OnnxBackend``) or calls the same modules in torch.
@@ -38,13 +38,26 @@ class _FrameNet(nn.Module):
 STREAM_INPUTS = ("albedo", "normal", "depth", "roughness", "metallic", "motion", "rotation", "rays", "xy")
 
 
-def stream_condition(frame, view_channels: int, albedo, normal, depth, roughness, metallic, motion, rotation, rays,
-                     xy, context, valid):
-    """A render session's per-frame work before the steps, from the engine's arrays (batch 1;
-    ``gbuffer_channels``, ``camera_view``'s camera inputs from ``gbuffer.camera_inputs``): the
-    raw G-buffer, the view input (a student with ``view_channels``), the context warped into
-    this frame by its motion, and ``frame(x, context, valid, view)``'s features. Returns
-    (features, context, valid, finite): ``finite`` (a bool tensor) is False when the G-buffer, the
+class _GBufferNet(nn.Module):
+    """The frame's own features (``Student.condition_gbuffer``) from the raw G-buffer ``x``
+    through the tiny G-buffer encoder."""
+
+    def __init__(self, student: Student, encoder: TinyGBufferEncoder):
+        super().__init__()
+        self.student, self.encoder = student, encoder
+
+    def forward(self, x, view=None):
+        return self.student.condition_gbuffer(self.encoder(x), view)
+
+
+def gbuffer_condition(gbuffer_features, view_channels: int, albedo, normal, depth, roughness, metallic, motion,
+                      rotation, rays, xy, factor: int = 8):
+    """The part of a render session's per-frame work that needs no past (batch 1, from the
+    engine's arrays; ``gbuffer_channels``, and ``camera_view``'s camera inputs from
+    ``gbuffer.camera_inputs``): the raw G-buffer, the view input (a student with
+    ``view_channels``) and ``gbuffer_features(x, view)`` (``Student.condition_gbuffer`` after the
+    G-buffer encoder), plus the frame's latent flow (``latent_flow``, ``factor`` pixels a latent).
+    Returns (features, flow, finite): ``finite`` (a bool tensor) is False when the G-buffer, the
     motion or the view input holds a NaN or an infinity (or they sum past float32's range), for
     the caller to name before it keeps anything. The ONNX stream graph traces exactly this function."""
     x = gbuffer_channels(albedo, normal, depth, roughness, metallic)
@@ -53,30 +66,60 @@ def stream_condition(frame, view_channels: int, albedo, normal, depth, roughness
         view = camera_view(normal, rotation, rays, xy)
         if view_channels == PIXEL_VIEW_CHANNELS:
             view = torch.cat([view, x], 1)
-    factor = x.shape[-1] // context.shape[-1]
-    context, valid = warp_context(context, valid, latent_flow(motion, factor))
+    flow = latent_flow(motion, factor)
     # one scalar: a NaN or an infinity anywhere makes the sum non-finite (so can an overflow of
     # huge finite values, which the caller tells apart). Element-wise tests cost ~3 ms here.
     checked = (x, depth, motion) if view is None else (x, depth, motion, view)
     finite = torch.isfinite(sum(a.sum() for a in checked))
     if not torch.jit.is_tracing() and not finite and not all(torch.isfinite(a).all() for a in checked):
-        return None, context, valid, finite   # in torch, stop before the networks' own (vaguer) checks
-    _, features = frame(x, context, valid, view)
-    return features, context, valid, finite
+        return None, flow, finite   # in torch, stop before the networks' own (vaguer) checks
+    return gbuffer_features(x, view), flow, finite
+
+
+def context_condition(condition_context, features, flow, context, valid):
+    """The rest of the frame's per-frame work, which reads the past: the context (B, K, C, h, w)
+    and its validity warped into this frame by its latent ``flow``, and the frame's features
+    (``gbuffer_condition``'s) plus ``condition_context`` of the warped context
+    (``Student.condition_context``). Returns (features, context, valid). The ONNX context graph
+    traces exactly this function."""
+    context, valid = warp_context(context, valid, flow)
+    return features + condition_context(context, valid), context, valid
+
+
+def stream_condition(gbuffer_features, condition_context, view_channels: int, albedo, normal, depth, roughness,
+                     metallic, motion, rotation, rays, xy, context, valid, factor: int = 8):
+    """``gbuffer_condition`` then ``context_condition``: (features, context, valid, finite),
+    features None (in torch) for a frame that is not finite."""
+    features, flow, finite = gbuffer_condition(gbuffer_features, view_channels, albedo, normal, depth, roughness,
+                                               metallic, motion, rotation, rays, xy, factor)
+    if features is None:
+        return None, context, valid, finite
+    return (*context_condition(condition_context, features, flow, context, valid), finite)
 
 
 class _StreamNet(nn.Module):
-    """``stream_condition`` as one graph: the G-buffer conversion, the camera, the context warp
-    and the frame graph in one onnxruntime run (they were ~3.5 ms of torch operations a frame
-    between the graphs at 128²)."""
+    """``gbuffer_condition`` as one graph: the G-buffer conversion, the camera, the latent flow,
+    the checks and the G-buffer encoder and input layer in one onnxruntime run (they were ~3.5 ms
+    of torch operations a frame between graphs at 128²)."""
 
-    def __init__(self, student: Student, encoder: TinyGBufferEncoder):
+    def __init__(self, student: Student, encoder: TinyGBufferEncoder, factor: int = 8):
         super().__init__()
-        self.frame, self.view_channels = _FrameNet(student, encoder), student.config.view_channels
+        self.net, self.view_channels, self.factor = _GBufferNet(student, encoder), student.config.view_channels, factor
 
-    def forward(self, albedo, normal, depth, roughness, metallic, motion, rotation, rays, xy, context, valid):
-        return stream_condition(self.frame, self.view_channels, albedo, normal, depth, roughness, metallic, motion,
-                                rotation, rays, xy, context, valid)
+    def forward(self, albedo, normal, depth, roughness, metallic, motion, rotation, rays, xy):
+        return gbuffer_condition(self.net, self.view_channels, albedo, normal, depth, roughness, metallic, motion,
+                                 rotation, rays, xy, self.factor)
+
+
+class _ContextNet(nn.Module):
+    """``context_condition`` as one graph: the context warp and the input layer's context columns."""
+
+    def __init__(self, student: Student):
+        super().__init__()
+        self.student = student
+
+    def forward(self, features, flow, context, valid):
+        return context_condition(self.student.condition_context, features, flow, context, valid)
 
 
 class _StepNet(nn.Module):
@@ -157,9 +200,10 @@ def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder
     context = (torch.zeros(1, c.context, c.latent_channels, h, h), torch.zeros(1, c.context, 1, h, h))
     stream = (torch.zeros(1, size, size, 3), torch.zeros(1, size, size, 3), torch.zeros(1, size, size),
               torch.zeros(1, size, size), torch.zeros(1, size, size), torch.zeros(1, size, size, 2),
-              torch.zeros(1, 3, 3), torch.zeros(size * size, 3), torch.zeros(2, size, size), *context)
+              torch.zeros(1, 3, 3), torch.zeros(size * size, 3), torch.zeros(2, size, size))
     return {"frame": (x, *context, *view),
             "stream": stream,
+            "context": (torch.zeros(1, c.widths[0], h, h), torch.zeros(1, 2, h, h), *context),
             "step": (torch.zeros(1, c.latent_channels, h, h), torch.full((1,), 0.5), torch.full((1,), 0.75),
                      torch.zeros(1, c.text_dim), torch.zeros(1, c.widths[0], h, h)),
             "modulation": (torch.zeros(1, c.text_dim),),
@@ -175,7 +219,9 @@ def state_channels(decoder) -> int:
 
 NAMES = {"frame": (["x", "context", "valid", "view"], ["g", "features"]),     # "view": view students only
          # the engine's arrays to the frame's features (renderers: a G-buffer encoder); camera inputs: view students
-         "stream": ([*STREAM_INPUTS, "context", "valid"], ["features", "context_out", "valid_out", "finite"]),
+         "stream": (list(STREAM_INPUTS), ["features", "flow", "finite"]),
+         # the past, warped into the frame, added to the stream graph's features (renderers)
+         "context": (["features", "flow", "context", "valid"], ["features_out", "context_out", "valid_out"]),
          "step": (["z", "r", "t", "text", "features"], ["u"]),
          "modulation": (["text"], ["mods"]),          # a prompt's modulations, once per prompt
          "sample": (["z", "features", "mods"], ["latents"]),  # the steps of one frame, unrolled
@@ -197,7 +243,8 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
     """Write ``frame.onnx``, ``step.onnx``, ``sample.onnx`` (``steps`` steps unrolled, default the
     student's ``config.steps``, their count in the model's metadata ``alaya.steps``), the prompt's
     ``modulation.onnx`` for them, ``decode.onnx`` and, with a G-buffer ``encoder``, ``stream.onnx``
-    (``stream_condition``: the engine's arrays to the frame's features) for frames of ``size`` x
+    and ``context.onnx`` (``gbuffer_condition``, ``context_condition``: the engine's arrays to the
+    frame's features) for frames of ``size`` x
     ``size`` (latents ``factor`` times smaller) into ``folder`` (each written to a temporary name,
     then renamed)."""
     if size % 16:
@@ -209,7 +256,8 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
             "modulation": _ModulationNet(student, steps), "sample": _SampleNet(student, steps),
             "decode": _DecodeNet(decoder)}
     if encoder is not None:
-        nets["stream"] = _StreamNet(_for_export(student), encoder)
+        nets["stream"] = _StreamNet(_for_export(student), encoder, factor)
+        nets["context"] = _ContextNet(student)
     inputs = example_inputs(student, encoder, decoder, size, factor)
     for name, net in nets.items():
         tmp = folder / f".{name}.{os.getpid()}.onnx"

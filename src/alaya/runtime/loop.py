@@ -8,6 +8,10 @@
     physics step + G-buffer raster  ──►  RenderSession.step(G-buffer)  ──►  on_frame(FrameOut)
     (+ reference / channel view)    [1]  (student + tiny decoder)
 
+A render session runs in a ``StreamPipeline`` (``LoopConfig.pipelined``): the model thread
+prepares frame n + 1 while the pipeline's threads sample frame n and decode frame n - 1, and
+``on_frame`` is called from the decoding thread, in frame order.
+
 The hand-over between them ([1]) holds one frame, and the engine starts a frame only once the
 model has taken the previous one: the engine works on frame n+1 while the model renders frame
 n, and no frame waits in line, so latency is about one engine step plus one model step. G-buffer
@@ -43,6 +47,8 @@ class FrameOut:
 class LoopConfig:
     fps: float = 30.0                     # target; the engine never runs faster than this
     stats_window: int = 60                # frames averaged in stats()
+    pipelined: bool = True                # a render session runs in a StreamPipeline (frame n + 1 prepared
+                                          # while frame n is sampled and frame n - 1 decoded)
 
 
 class RealtimeLoop:
@@ -179,23 +185,50 @@ class RealtimeLoop:
                 close()
 
     def _model_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                index, frame, side, start_wall, timings = self._frames.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            self._slot.release()
-            try:
-                self._drain(self._model_cmds, self.session)
-                t0 = time.perf_counter()
-                rgb = self.session.step(frame)
-                timings["model_ms"] = (time.perf_counter() - t0) * 1e3
-                timings["latency_ms"] = (time.time() - start_wall) * 1e3
-                self.on_frame(FrameOut(index, rgb, side, start_wall, timings))
-            except Exception as err:
-                self.on_error(err)
-                self._stop.set()
-                return
-            self.frames_out += 1
-            self._timings.append(timings)
-            self._delivered.append(time.perf_counter())
+        pipeline = None
+        if self.config.pipelined and hasattr(self.session, "prepare"):
+            from alaya.runtime.pipeline import StreamPipeline
+            pipeline = StreamPipeline(self.session)
+        try:
+            while not self._stop.is_set():
+                try:
+                    index, frame, side, start_wall, timings = self._frames.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                self._slot.release()
+                try:
+                    self._drain(self._model_cmds, self.session)
+                    t0 = time.perf_counter()
+                    if pipeline is None:
+                        self._emit(index, side, start_wall, timings, t0, self.session.step(frame))
+                    else:   # prepared here; sampled, decoded and emitted on the pipeline's threads
+                        pipeline.submit(frame).add_done_callback(
+                            lambda f, args=(index, side, start_wall, timings, t0): self._emit_future(f, *args))
+                except Exception as err:
+                    self.on_error(err)
+                    self._stop.set()
+                    return
+        finally:
+            if pipeline is not None:
+                pipeline.close()
+
+    def _emit_future(self, future, *args) -> None:
+        if future.exception() is not None:
+            self.on_error(future.exception())
+            self._stop.set()
+            return
+        try:
+            self._emit(*args, future.result())
+        except Exception as err:
+            self.on_error(err)
+            self._stop.set()
+
+    def _emit(self, index: int, side, start_wall: float, timings: dict, t0: float, rgb) -> None:
+        if self._stop.is_set():
+            return
+        timings["model_ms"] = (time.perf_counter() - t0) * 1e3
+        timings["latency_ms"] = (time.time() - start_wall) * 1e3
+        self.on_frame(FrameOut(index, rgb, side, start_wall, timings))
+        self.frames_out += 1
+        self._timings.append(timings)
+        self._delivered.append(time.perf_counter())

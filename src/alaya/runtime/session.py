@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -35,12 +36,22 @@ import torch
 from alaya.codecs.gbuffer import MODALITIES, as_tensor, camera_inputs, camera_view, check_gbuffer
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student, push_context
-from alaya.runtime.backends import (RENDER_BACKENDS, OnnxBackend, TorchBackend, integrate, stream_frame,
-                                   torch_threads)
+from alaya.runtime.backends import (RENDER_BACKENDS, OnnxBackend, TorchBackend, attach_context, integrate,
+                                   prepare_frame, torch_threads)
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
 NOISE_MODES = ("frame", "fixed")
+
+
+@dataclass
+class PreparedFrame:
+    """A frame checked and converted (``RenderSession.prepare``), ready to be sampled: what it
+    needs from the past is added only then."""
+    backend: object
+    features: torch.Tensor          # (1, widths[0], h, w): the frame's own features (``condition_gbuffer``)
+    flow: torch.Tensor              # (1, 2, h, w): its latent flow, to warp the context by
+    text: torch.Tensor              # (1, D): the prompt at the time it was prepared
 
 
 class RenderSession:
@@ -48,13 +59,14 @@ class RenderSession:
                  prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None, seed: int = 0,
                  channels_last: bool = False, backend="torch", onnx_folder: str | None = None,
                  bf16: bool = False, noise: str | None = None, intrinsics: np.ndarray | None = None,
-                 int8_ranges: Mapping | None = None):
+                 int8_ranges: Mapping | None = None, threads: int | None = None):
         """``backend``: ``"torch"``, ``"onnx"`` (onnxruntime; the graphs are exported on the first
         frame of each size, into ``onnx_folder``, else the graph cache ``alaya.runtime.onnx_cache``)
         or ``"onnx-int8"`` (the same with the step graph quantized from ``int8_ranges``,
         ``alaya.runtime.int8.load_ranges``), or a backend object (``alaya.runtime.backends``), e.g.
         one shared with other sessions (``SessionFactory``); the codec modules may then be None. ``channels_last`` and ``bf16``
-        (CPU autocast) apply to the torch backend."""
+        (CPU autocast) apply to the torch backend; ``threads``: each onnxruntime graph's threads
+        (default torch's; 1 for a ``StreamPipeline``, which runs the graphs side by side)."""
         steps = student.config.steps if steps is None else steps
         noise = student.config.noise if noise is None else noise
         if noise not in NOISE_MODES:
@@ -72,6 +84,8 @@ class RenderSession:
         self.gbuffer_encoder, self.tiny_decoder = gbuffer_encoder, decoder
         self.backend_name = backend if isinstance(backend, str) else "shared"
         self.onnx_folder = onnx_folder
+        self.threads = threads
+        self._pipeline = None                           # the StreamPipeline driving this session, if any
         self.torch_backend = (TorchBackend(self.student, gbuffer_encoder, decoder, channels_last, bf16)
                               if isinstance(backend, str) else None)
         self.backend = backend if not isinstance(backend, str) else self.torch_backend if backend == "torch" else None
@@ -90,11 +104,20 @@ class RenderSession:
         self.prompt = prompt
 
     def reset(self) -> None:
-        """Forget the past: the next frame starts a new stream (frame index 0)."""
+        """Forget the past: the next frame starts a new stream (frame index 0). In a session driven
+        by a ``StreamPipeline``, the frames submitted before the call still belong to the old one."""
+        if self._pipeline is not None:
+            self._pipeline.reset()
+            return
+        self.reset_stream()
+        self.decoder_state: torch.Tensor | None = None
+
+    def reset_stream(self) -> None:
+        """``reset`` without the decoder's memory, which the next frame's ``decode`` clears
+        (it begins a stream): what a pipeline runs between its samples."""
         self.frame_index = 0
         self.context: torch.Tensor | None = None        # (1, K, C, h, w), newest first
         self.valid: torch.Tensor | None = None          # (1, K, 1, h, w)
-        self.decoder_state: torch.Tensor | None = None
 
     def _backend_for(self, H: int, W: int):
         if self.backend_name in ("onnx", "onnx-int8"):
@@ -103,7 +126,7 @@ class RenderSession:
             if getattr(self.backend, "size", None) != H:
                 folder = None if self.onnx_folder is None else f"{self.onnx_folder}/{H}"
                 self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.tiny_decoder, H, folder,
-                                                        int8_ranges=self.int8_ranges)
+                                                        int8_ranges=self.int8_ranges, threads=self.threads)
             return self.backend
         size = getattr(self.backend, "size", None)
         if size is not None and (H, W) != (size, size):
@@ -113,7 +136,7 @@ class RenderSession:
     @staticmethod
     def _check(frame: Mapping[str, np.ndarray]) -> tuple[int, int]:
         """(H, W) of a frame; a clear error for a missing key or a wrong shape. Values are checked
-        by the stream graph (``stream_condition``'s ``finite``), named by ``_name_nonfinite``."""
+        by the stream graph (``gbuffer_condition``'s ``finite``), named by ``_name_nonfinite``."""
         if "motion" not in frame:
             raise KeyError("G-buffer frame is missing 'motion'")
         _, H, W = check_gbuffer({k: np.asarray(frame[k])[None] for k in FRAME_KEYS if k in frame}, finite=False)
@@ -148,40 +171,70 @@ class RenderSession:
         inputs["rotation"], inputs["rays"], inputs["xy"] = camera_inputs(*camera, H, W)
         return inputs
 
+    def _threads(self, backend):
+        """With onnxruntime, torch only glues the graphs: one thread (``torch_threads``)."""
+        return torch_threads(1) if isinstance(backend, OnnxBackend) else contextlib.nullcontext()
+
     @torch.no_grad()
-    def _advance(self, frame: Mapping[str, np.ndarray], decode: bool = False):
-        """One frame: the student's output latents (1, C, h, w), or with ``decode`` the uint8
-        (H, W, 3) frame. With onnxruntime, torch only glues the graphs: one thread (``torch_threads``)."""
+    def prepare(self, frame: Mapping[str, np.ndarray]) -> PreparedFrame:
+        """The part of a frame's work that needs no past (``backends.prepare_frame``): checks,
+        conversion, the G-buffer encoder and the frame's own features, with the current prompt.
+        A bad frame raises here, naming the key at fault, and the stream is unchanged. Then
+        ``sample`` it; ``StreamPipeline`` prepares frame n + 1 while frame n is being sampled."""
         H, W = self._check(frame)
         backend = self._backend_for(H, W)
-        with torch_threads(1) if isinstance(backend, OnnxBackend) else contextlib.nullcontext():
-            z = self._latents(frame, backend, H, W)
-            if not decode:
-                return z
-            img, self.decoder_state = backend.decode(z, self.decoder_state)
-            return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+        with self._threads(backend):
+            inputs = self._stream_inputs(frame, H, W)
+            features, flow, finite = prepare_frame(backend, self.student, inputs)
+            if not finite:
+                self._name_nonfinite(inputs)
+        return PreparedFrame(backend, features, flow, self.text)
 
-    def _latents(self, frame: Mapping[str, np.ndarray], backend, H: int, W: int) -> torch.Tensor:
+    @torch.no_grad()
+    def sample(self, prepared: PreparedFrame) -> tuple[torch.Tensor, bool]:
+        """The student's output latents (1, C, h, w) for a prepared frame, and whether it began a
+        stream (the first frame, or one of a new size); advances the stream."""
         K, C = self.student.config.context, self.student.config.latent_channels
-        h, w = H // 8, W // 8
+        h, w = prepared.features.shape[-2:]
         fresh = self.context is None or self.context.shape[-2:] != (h, w)    # a new stream, or a new size
         context = torch.zeros(1, K, C, h, w) if fresh else self.context
         valid = torch.zeros(1, K, 1, h, w) if fresh else self.valid
-        # the context is warped into this frame (a no-op on the zeros of a stream's first frame)
-        inputs = self._stream_inputs(frame, H, W)
-        features, context, valid, finite = stream_frame(backend, self.student.config.view_channels, inputs,
-                                                        context, valid)
-        if not finite:
-            self._name_nonfinite(inputs)
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + (self.frame_index if self.noise == "frame" else 0))
-        z = torch.randn(1, C, h, w, generator=gen)
-        z = integrate(backend, z, self.times, self.text, features, self.student.config.average_velocity)
+        with self._threads(prepared.backend):
+            # the context is warped into this frame (a no-op on the zeros of a stream's first frame)
+            features, context, valid = attach_context(prepared.backend, self.student, prepared.features,
+                                                      prepared.flow, context, valid)
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003
+                                                + (self.frame_index if self.noise == "frame" else 0))
+            z = torch.randn(1, C, h, w, generator=gen)
+            z = integrate(prepared.backend, z, self.times, prepared.text, features,
+                          self.student.config.average_velocity)
         # nothing of the stream changes before here: a frame that raised left it as it was
         self.context, self.valid = push_context(context, valid, z)
+        self.frame_index += 1
+        return z, fresh
+
+    @torch.no_grad()
+    def decode(self, backend, latents: torch.Tensor, fresh: bool) -> np.ndarray:
+        """uint8 (H, W, 3) from a frame's latents by the tiny streaming decoder, whose memory
+        starts afresh with a stream (``fresh``, from ``sample``)."""
         if fresh:
             self.decoder_state = None
-        self.frame_index += 1
-        return z
+        with self._threads(backend):
+            img, self.decoder_state = backend.decode(latents, self.decoder_state)
+            return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+
+    def _advance(self, frame: Mapping[str, np.ndarray], decode: bool = False):
+        """One frame: the student's output latents (1, C, h, w), or with ``decode`` the uint8
+        (H, W, 3) frame."""
+        if self._pipeline is not None:
+            raise RuntimeError("this session is driven by a StreamPipeline; submit frames to it, or close it first")
+        prepared = self.prepare(frame)
+        z, fresh = self.sample(prepared)
+        if not decode:
+            if fresh:
+                self.decoder_state = None
+            return z
+        return self.decode(prepared.backend, z, fresh)
 
     def step_latent(self, frame: Mapping[str, np.ndarray]) -> torch.Tensor:
         """The student's output latents (1, C, h, w) for one G-buffer frame; advances the stream."""

@@ -102,6 +102,8 @@ def serve(cfg: PlayConfig) -> None:
     # seconds with 8 sessions). The torch work per frame is small; the networks run in
     # onnxruntime's own pool.
     torch.set_num_threads(1)
+    from alaya.engine.raster import share_cores_with_a_model
+    share_cores_with_a_model()      # the engines' rasterizers run beside the models
     if cfg.host not in ("127.0.0.1", "localhost", "::1") and cfg.token is None:
         print(f"warning: serving on {cfg.host} without --token: anyone who can reach it can play")
     app = build_app(cfg)
