@@ -161,7 +161,11 @@ def _serve(a: argparse.Namespace) -> int:
     """Start every service asked for on one SessionFactory, then block until Ctrl-C."""
     if a.grpc is None:
         raise ValueError("nothing to serve: give --grpc PORT")
+    import torch
     from alaya.runtime import SessionFactory
+    # one thread per graph: each stream runs its graphs side by side in a StreamPipeline, and
+    # streams run beside each other (as alaya play)
+    torch.set_num_threads(1)
     factory = SessionFactory.from_pretrained(a.weights, a.gbuffer_encoder, a.decoder, size=a.size,
                                              backend=a.backend)
     from alaya.serve.grpc_server import GrpcConfig, start_grpc_server

@@ -69,3 +69,11 @@ def test_world_bench_prints_json():
     r = last_json(["bench/world.py", "--frames", "5", "--sizes", "64", "128"])
     assert r["fps_64"] > 0 and r["fps_128"] > 0 and r["frames"] == 5
     assert r["p99_ms_64"] >= r["p50_ms_64"]
+
+
+@pytest.mark.skipif(not (ROOT / "weights" / "student" / "model.safetensors").exists(),
+                    reason="student weights not shipped")
+def test_serve_bench_prints_json():
+    r = last_json(["bench/serve.py", "--frames", "8", "--warmup", "2", "--size", "32"])
+    assert r["fps"] > 0 and r["lockstep_fps"] > 0 and r["lockstep_p99_ms"] >= r["lockstep_p50_ms"] > 0
+    assert r["streaming"]["frames"] == r["lockstep"]["frames"] == 8

@@ -2,7 +2,8 @@
 
 ``Render`` is one bidirectional stream per engine view: each ``GBufferFrame`` is checked
 (``wire.decode_frame``), run through that stream's own ``RenderSession`` and answered with one
-``RGBFrame``, in order. A frame can switch the prompt (from that frame on) or restart the
+``RGBFrame``, in order. The session runs in a ``StreamPipeline``, so a client that sends frames
+ahead of the replies has the next frame prepared while the last one renders. A frame can switch the prompt (from that frame on) or restart the
 stream, so an engine never reconnects for either.
 
 gRPC's synchronous server runs each stream on a worker thread for the stream's whole life, so
@@ -14,8 +15,10 @@ or the client vanishing (``context.add_callback``).
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,6 +27,7 @@ import grpc
 
 from alaya import __version__
 from alaya.runtime import RenderSession, SessionFactory
+from alaya.runtime.pipeline import StreamPipeline
 from alaya.serve.proto import render_pb2, render_pb2_grpc
 from alaya.serve.wire import FrameError, check_encoding, decode_frame, encode_rgb
 
@@ -95,36 +99,80 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
             release()
             return
         try:
-            session: RenderSession | None = None
-            for msg in request_iterator:
-                session, reply = self._render_frame(session, msg, context)
-                yield reply
+            yield from self._render_stream(request_iterator, context)
         finally:
             release()
 
-    def _render_frame(self, session: RenderSession | None, msg,
-                      context) -> tuple[RenderSession, render_pb2.RGBFrame]:
-        """One GBufferFrame -> (the stream's session, its RGBFrame); aborts the stream on a bad frame."""
-        t0 = time.perf_counter()
+    def _render_stream(self, requests, context) -> Iterator[render_pb2.RGBFrame]:
+        """The frames of one stream through its session in a ``StreamPipeline``: a client that
+        sends ahead (``RenderClient.render`` does) has frame n + 1 checked and prepared while frame n
+        is sampled and frame n - 1 decoded. Requests are read on a thread of their own and every
+        reply goes out, in order, as soon as it is ready, so a client that waits for each reply
+        before it sends the next frame is served as before."""
+        events: queue.SimpleQueue = queue.SimpleQueue()
+
+        def read() -> None:
+            try:
+                for msg in requests:
+                    events.put(("frame", msg))
+            except Exception:                            # the RPC was cancelled or failed
+                pass
+            events.put(("end", None))
+
+        threading.Thread(target=read, name="alaya-grpc-read", daemon=True).start()
+        session: RenderSession | None = None
+        pipeline: StreamPipeline | None = None
+        pending: deque = deque()                         # (msg, t0, t1, future of the RGB) in order
         try:
-            frame = decode_frame(msg, self.factory.size)
-            encoding, quality = check_encoding(msg)
-            prompt = msg.prompt if msg.HasField("prompt") else None
-            if session is None or msg.reset:             # a new stream: frame index 0, this seed
-                kept = session.prompt if session is not None else ""
-                session = self.factory.new(kept if prompt is None else prompt, seed=msg.seed)
-            elif prompt is not None:
-                session.set_prompt(prompt)
-        except (FrameError, ValueError, TypeError) as err:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"frame {msg.frame_id}: {err}")
-        t1 = time.perf_counter()
+            while True:
+                while pending and pending[0][3].done():
+                    yield self._reply(*pending.popleft(), context)
+                kind, msg = events.get()
+                if kind == "ready":
+                    continue
+                if kind == "end":
+                    break
+                t0 = time.perf_counter()
+                try:
+                    frame = decode_frame(msg, self.factory.size)
+                    check_encoding(msg)
+                    prompt = msg.prompt if msg.HasField("prompt") else None
+                    if session is None or msg.reset:     # a new stream: frame index 0, this seed
+                        while pending:                   # the old stream's frames go out first
+                            yield self._reply(*pending.popleft(), context)
+                        kept = session.prompt if session is not None else ""
+                        if pipeline is not None:
+                            pipeline.close()
+                        session = self.factory.new(kept if prompt is None else prompt, seed=msg.seed)
+                        pipeline = StreamPipeline(session)
+                    elif prompt is not None:
+                        session.set_prompt(prompt)       # from this frame on: it is prepared next
+                    t1 = time.perf_counter()
+                    future = pipeline.submit(frame)
+                except (FrameError, KeyError, ValueError, TypeError) as err:
+                    while pending:                       # the frames before it are answered first
+                        yield self._reply(*pending.popleft(), context)
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"frame {msg.frame_id}: {err}")
+                future.add_done_callback(lambda f: events.put(("ready", None)))
+                pending.append((msg, t0, t1, future))
+            while pending:
+                yield self._reply(*pending.popleft(), context)
+        finally:
+            if pipeline is not None:
+                pipeline.close()
+
+    @staticmethod
+    def _reply(msg, t0: float, t1: float, future, context) -> render_pb2.RGBFrame:
+        """A rendered frame's RGBFrame (waiting for it). ``render_ms``: from its submission to its
+        RGB, which includes the wait behind the frames before it in the pipeline."""
         try:
-            rgb = session.step(frame)
-        except (KeyError, ValueError) as err:           # decode_frame should have caught it
+            rgb = future.result()
+        except (KeyError, ValueError) as err:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"frame {msg.frame_id}: {err}")
         t2 = time.perf_counter()
+        encoding, quality = check_encoding(msg)
         data = encode_rgb(rgb, encoding, quality)
-        return session, render_pb2.RGBFrame(
+        return render_pb2.RGBFrame(
             frame_id=msg.frame_id, width=rgb.shape[1], height=rgb.shape[0], encoding=encoding, data=data,
             decode_ms=(t1 - t0) * 1000.0, render_ms=(t2 - t1) * 1000.0,
             encode_ms=(time.perf_counter() - t2) * 1000.0)
