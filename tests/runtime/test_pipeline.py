@@ -92,7 +92,8 @@ def test_the_session_is_the_pipelines_until_it_is_closed(frames):
     s.step(frames[0])
 
 
-def test_at_most_depth_frames_are_in_flight(frames):
+@pytest.mark.parametrize("depth", [1, 2])
+def test_at_most_depth_frames_are_in_flight(frames, depth):
     s = session()
     gate, seen = threading.Event(), []
     sample = s.sample
@@ -102,13 +103,13 @@ def test_at_most_depth_frames_are_in_flight(frames):
         return sample(prepared)
 
     s.sample = slow
-    with StreamPipeline(s, depth=2) as p:
-        for f in frames[:2]:
+    with StreamPipeline(s, depth=depth) as p:
+        for f in frames[:depth]:
             p.submit(f)
-        t = threading.Thread(target=lambda: seen.append(p.submit(frames[2])))
+        t = threading.Thread(target=lambda: seen.append(p.submit(frames[depth])))
         t.start()
         t.join(0.5)
         assert t.is_alive() and not seen                      # the third waits for the first
         gate.set()
         t.join(5)
-        assert seen and len(p._inflight) <= 2
+        assert seen and len(p._inflight) <= depth

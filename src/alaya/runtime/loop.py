@@ -8,9 +8,10 @@
     physics step + G-buffer raster  ──►  RenderSession.step(G-buffer)  ──►  on_frame(FrameOut)
     (+ reference / channel view)    [1]  (student + tiny decoder)
 
-A render session runs in a ``StreamPipeline`` (``LoopConfig.pipelined``): the model thread
-prepares frame n + 1 while the pipeline's threads sample frame n and decode frame n - 1, and
-``on_frame`` is called from the decoding thread, in frame order.
+A render session runs in a ``StreamPipeline`` of depth 1 (``LoopConfig.pipelined``): the model
+thread prepares frame n + 1 while the pipeline's threads sample and decode frame n, the engine
+starts frame n + 2 once frame n + 1 has gone to the sampler, and ``on_frame`` is called from the
+decoding thread, in frame order.
 
 The hand-over between them ([1]) holds one frame, and the engine starts a frame only once the
 model has taken the previous one: the engine works on frame n+1 while the model renders frame
@@ -188,14 +189,15 @@ class RealtimeLoop:
         pipeline = None
         if self.config.pipelined and hasattr(self.session, "prepare"):
             from alaya.runtime.pipeline import StreamPipeline
-            pipeline = StreamPipeline(self.session)
+            pipeline = StreamPipeline(self.session, depth=1)
         try:
             while not self._stop.is_set():
                 try:
                     index, frame, side, start_wall, timings = self._frames.get(timeout=0.1)
                 except queue.Empty:
                     continue
-                self._slot.release()
+                if pipeline is None:
+                    self._slot.release()         # the engine makes frame n + 1 while this one renders
                 try:
                     self._drain(self._model_cmds, self.session)
                     t0 = time.perf_counter()
@@ -208,6 +210,11 @@ class RealtimeLoop:
                     self.on_error(err)
                     self._stop.set()
                     return
+                finally:
+                    if pipeline is not None:
+                        # once the frame is in the sampler: the engine makes frame n + 1 while
+                        # frame n is sampled, and no frame waits longer than one model step
+                        self._slot.release()
         finally:
             if pipeline is not None:
                 pipeline.close()

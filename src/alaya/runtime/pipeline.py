@@ -36,7 +36,10 @@ class StreamPipeline:
     own ``step`` refuses and its ``reset`` goes through the pipeline, so that nothing runs out of
     order. ``depth``: the most frames in flight (submitted, not yet decoded); ``submit`` prepares
     its frame, then waits for the oldest beyond it. A caller faster than the sampler (a benchmark
-    that does not pace its engine) thus waits in ``submit``, with up to ``depth`` frames queued."""
+    that does not pace its engine) thus waits in ``submit``, with up to ``depth`` frames queued.
+    With 2 (the default) the sampler never waits for a decode: the most frames a second; with 1
+    it idles while a frame decodes, for one queued frame less of latency (``RealtimeLoop``'s
+    choice: it is paced, and with many sessions on a few cores queued frames only add latency)."""
 
     def __init__(self, session, depth: int = 2):
         if depth < 1:
