@@ -86,17 +86,6 @@ def context_condition(condition_context, features, flow, context, valid):
     return features + condition_context(context, valid), context, valid
 
 
-def stream_condition(gbuffer_features, condition_context, view_channels: int, albedo, normal, depth, roughness,
-                     metallic, motion, rotation, rays, xy, context, valid, factor: int = 8):
-    """``gbuffer_condition`` then ``context_condition``: (features, context, valid, finite),
-    features None (in torch) for a frame that is not finite."""
-    features, flow, finite = gbuffer_condition(gbuffer_features, view_channels, albedo, normal, depth, roughness,
-                                               metallic, motion, rotation, rays, xy, factor)
-    if features is None:
-        return None, context, valid, finite
-    return (*context_condition(condition_context, features, flow, context, valid), finite)
-
-
 class _StreamNet(nn.Module):
     """``gbuffer_condition`` as one graph: the G-buffer conversion, the camera, the latent flow,
     the checks and the G-buffer encoder and input layer in one onnxruntime run (they were ~3.5 ms
