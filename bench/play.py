@@ -16,22 +16,16 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import struct
 import subprocess
-import sys
 import time
 import urllib.request
 
 import numpy as np
 
+from server_process import add_model_arguments, alaya_server, free_port
+
 HEADER = struct.Struct("<Qd")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid: int) -> float:
@@ -115,27 +109,17 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--warmup", type=float, default=3)
     p.add_argument("--sessions", type=int, default=1)
-    p.add_argument("--size", type=int, default=128)
     p.add_argument("--fps", type=float, default=30)
-    p.add_argument("--backend", default="onnx-int8", choices=["onnx-int8", "onnx", "torch"])
-    p.add_argument("--weights", default="weights/student")
+    add_model_arguments(p)
     a = p.parse_args()
     port = free_port()
-    cmd = [sys.executable, "-m", "alaya", "play", "--port", str(port), "--size", str(a.size), "--fps", str(a.fps),
-           "--backend", a.backend, "--weights", a.weights, "--max-sessions", str(max(a.sessions, 1))]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
+    with alaya_server("play", "--port", str(port), "--size", str(a.size), "--fps", str(a.fps), "--backend", a.backend,
+                      "--weights", a.weights, "--max-sessions", str(max(a.sessions, 1))) as proc:
         wait_healthy(f"http://127.0.0.1:{port}", proc)
         rss_start = rss_mb(proc.pid)
         result = asyncio.run(run(a, f"ws://127.0.0.1:{port}/ws"))
         result.update(rss_start_mb=rss_start, rss_end_mb=rss_mb(proc.pid), sessions=a.sessions, size=a.size,
                       backend=a.backend, seconds=a.seconds, target_fps=a.fps, cpus=os.cpu_count())
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
     print(f"{a.sessions} session(s) at {a.size}px: {result['fps']:.1f} FPS delivered (slowest session), "
           f"latency p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms; server RSS "
           f"{result['rss_start_mb']:.0f} -> {result['rss_end_mb']:.0f} MB")

@@ -20,18 +20,12 @@ import argparse
 import json
 import os
 import queue
-import socket
 import subprocess
-import sys
 import time
 
 import numpy as np
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from server_process import add_model_arguments, alaya_server, free_port
 
 
 def engine_frames(n: int, size: int) -> list[dict]:
@@ -104,32 +98,21 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--frames", type=int, default=300)
     p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--size", type=int, default=128)
-    p.add_argument("--backend", default="onnx-int8", choices=["onnx-int8", "onnx", "torch"])
-    p.add_argument("--weights", default="weights/student")
+    add_model_arguments(p)
     a = p.parse_args()
     from alaya.serve.grpc_client import RenderClient, frame_to_message
     frames = engine_frames(a.frames, a.size)
     port = free_port()
-    cmd = [sys.executable, "-m", "alaya", "serve", "--grpc", str(port), "--size", str(a.size),
-           "--backend", a.backend, "--weights", a.weights]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        with RenderClient(f"127.0.0.1:{port}") as client:
-            wait_ready(client, proc)
+    with alaya_server("serve", "--grpc", str(port), "--size", str(a.size), "--backend", a.backend,
+                      "--weights", a.weights) as proc, RenderClient(f"127.0.0.1:{port}") as client:
+        wait_ready(client, proc)
 
-            def messages():
-                return [frame_to_message(f, frame_id=i, prompt="a clear sunny noon" if i == 0 else None)
-                        for i, f in enumerate(frames)]
-            streaming(client, messages()[:a.warmup + 2])                    # warm-up (graphs, caches)
-            result = {"streaming": summary(*streaming(client, messages()), a.warmup),
-                      "lockstep": summary(*lockstep(client, messages()), a.warmup)}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        def messages():
+            return [frame_to_message(f, frame_id=i, prompt="a clear sunny noon" if i == 0 else None)
+                    for i, f in enumerate(frames)]
+        streaming(client, messages()[:a.warmup + 2])                    # warm-up (graphs, caches)
+        result = {"streaming": summary(*streaming(client, messages()), a.warmup),
+                  "lockstep": summary(*lockstep(client, messages()), a.warmup)}
     s, l = result["streaming"], result["lockstep"]
     print(f"gRPC at {a.size}px ({a.backend}), {a.frames} frames: streaming {s['fps']:.1f} FPS; lock-step "
           f"{l['fps']:.1f} FPS, send-to-reply p50 {l['p50_ms']:.1f} ms, p99 {l['p99_ms']:.1f} ms")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -164,10 +165,11 @@ def _serve(a: argparse.Namespace) -> int:
     import torch
     from alaya.runtime import SessionFactory
     # one thread per graph: each stream runs its graphs side by side in a StreamPipeline, and
-    # streams run beside each other (as alaya play)
+    # streams run beside each other (as alaya play); a frame alone (a client that waits for each
+    # reply) runs on graphs with a thread per core
     torch.set_num_threads(1)
     factory = SessionFactory.from_pretrained(a.weights, a.gbuffer_encoder, a.decoder, size=a.size,
-                                             backend=a.backend)
+                                             backend=a.backend, solo_threads=os.cpu_count())
     from alaya.serve.grpc_server import GrpcConfig, start_grpc_server
     grpc_service = start_grpc_server(factory, GrpcConfig(
         port=a.grpc, host=a.host, max_sessions=a.max_sessions, max_message_mb=a.max_message_mb,

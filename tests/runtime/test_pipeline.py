@@ -113,3 +113,27 @@ def test_at_most_depth_frames_are_in_flight(frames, depth):
         gate.set()
         t.join(5)
         assert seen and len(p._inflight) <= depth
+
+
+def test_a_frame_alone_runs_on_the_solo_backend_with_the_same_pixels(frames):
+    """A factory's ``solo_threads`` graphs take the frames that run alone (a caller that waits
+    for each); frames sent ahead run on the one-thread graphs; the pixels are the same."""
+    from alaya.runtime import SessionFactory
+    from tiny_models import tiny_flash_modules
+    factory = SessionFactory(*tiny_flash_modules(), size=32, backend="onnx", threads=1, solo_threads=2)
+    assert factory.solo_backend is not None and factory.solo_backend is not factory.backend
+    used, outs = [], []
+    for lockstep in (True, False):
+        s = factory.new("a clear sunny noon")
+        sample = s.sample
+        s.sample = lambda prepared, sample=sample: used.append(prepared.backend) or sample(prepared)
+        with StreamPipeline(s) as p:
+            if lockstep:
+                outs.append(np.stack([p.submit(f).result() for f in frames[:4]]))
+            else:
+                futures = [p.submit(f) for f in frames[:4]]
+                outs.append(np.stack([f.result() for f in futures]))
+    assert used[:4] == [factory.solo_backend] * 4
+    assert used[4] is factory.solo_backend and factory.backend in used[5:]    # the first is alone
+    assert np.array_equal(outs[0], outs[1])
+    assert SessionFactory(*tiny_flash_modules(), size=32, backend="onnx", threads=1).solo_backend is None

@@ -20,7 +20,11 @@ from alaya.text import PromptEncoder
 class SessionFactory:
     def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, decoder: TinyDecoder,
                  size: int = 128, backend: str = "onnx", encoder: PromptEncoder | None = None,
-                 threads: int | None = None, int8_ranges=None):
+                 threads: int | None = None, int8_ranges=None, solo_threads: int | None = None):
+        """``threads``: each onnxruntime graph's threads (default torch's). ``solo_threads``: a
+        second set of the same graphs with that many threads, for a frame that runs alone (a
+        ``StreamPipeline`` with nothing else in flight: a client that waits for each frame), where
+        a graph's second thread pays (one thread per graph is best when frames run side by side)."""
         if backend not in RENDER_BACKENDS:
             raise ValueError(f"backend must be one of {RENDER_BACKENDS}, got {backend!r}")
         if backend == "onnx-int8" and int8_ranges is None:
@@ -31,11 +35,15 @@ class SessionFactory:
         self.size = size
         self.encoder = encoder or PromptEncoder()
         if backend in ("onnx", "onnx-int8"):
+            ranges = int8_ranges if backend == "onnx-int8" else None
             self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.decoder, size,
-                                                    threads=threads,
-                                                    int8_ranges=int8_ranges if backend == "onnx-int8" else None)
+                                                    threads=threads, int8_ranges=ranges)
+            self.solo_backend = (OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.decoder, size,
+                                                          threads=solo_threads, int8_ranges=ranges)
+                                 if solo_threads and solo_threads != threads else None)
         else:
             self.backend = TorchBackend(self.student, self.gbuffer_encoder, self.decoder, size=size)
+            self.solo_backend = None
 
     @classmethod
     def from_pretrained(cls, weights: str | os.PathLike = "weights/student",
@@ -48,4 +56,4 @@ class SessionFactory:
     def new(self, prompt: str = "", seed: int = 0) -> RenderSession:
         """A fresh stream with its own state, sharing this factory's weights and backend."""
         return RenderSession(self.student, self.gbuffer_encoder, self.decoder, prompt=prompt, encoder=self.encoder,
-                             seed=seed, backend=self.backend)
+                             seed=seed, backend=self.backend, solo_backend=self.solo_backend)

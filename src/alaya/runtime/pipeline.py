@@ -57,7 +57,11 @@ class StreamPipeline:
         a future of its uint8 (H, W, 3) RGB."""
         if self._sampler is None:
             raise RuntimeError("the pipeline is closed")
-        prepared = self.session.prepare(frame)       # while the frames in flight are sampled
+        while self._inflight and self._inflight[0].done():
+            self._inflight.popleft()
+        # while the frames in flight are sampled; alone (a caller that waits for each frame) on
+        # the session's solo backend if it has one, whose graphs may use every core
+        prepared = self.session.prepare(frame, solo=not self._inflight)
         while len(self._inflight) >= self.depth:
             self._wait(self._inflight.popleft())
         sampled = self._sampler.submit(self.session.sample, prepared)

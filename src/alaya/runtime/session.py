@@ -59,14 +59,16 @@ class RenderSession:
                  prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None, seed: int = 0,
                  channels_last: bool = False, backend="torch", onnx_folder: str | None = None,
                  bf16: bool = False, noise: str | None = None, intrinsics: np.ndarray | None = None,
-                 int8_ranges: Mapping | None = None, threads: int | None = None):
+                 int8_ranges: Mapping | None = None, threads: int | None = None, solo_backend=None):
         """``backend``: ``"torch"``, ``"onnx"`` (onnxruntime; the graphs are exported on the first
         frame of each size, into ``onnx_folder``, else the graph cache ``alaya.runtime.onnx_cache``)
         or ``"onnx-int8"`` (the same with the step graph quantized from ``int8_ranges``,
         ``alaya.runtime.int8.load_ranges``), or a backend object (``alaya.runtime.backends``), e.g.
         one shared with other sessions (``SessionFactory``); the codec modules may then be None. ``channels_last`` and ``bf16``
         (CPU autocast) apply to the torch backend; ``threads``: each onnxruntime graph's threads
-        (default torch's; 1 for a ``StreamPipeline``, which runs the graphs side by side)."""
+        (default torch's; 1 for a ``StreamPipeline``, which runs the graphs side by side).
+        ``solo_backend``: with a shared ``backend``, the same graphs with more threads, for frames
+        prepared with ``solo`` (``SessionFactory``'s ``solo_threads``)."""
         steps = student.config.steps if steps is None else steps
         noise = student.config.noise if noise is None else noise
         if noise not in NOISE_MODES:
@@ -85,6 +87,7 @@ class RenderSession:
         self.backend_name = backend if isinstance(backend, str) else "shared"
         self.onnx_folder = onnx_folder
         self.threads = threads
+        self.solo_backend = solo_backend
         self._pipeline = None                           # the StreamPipeline driving this session, if any
         self.torch_backend = (TorchBackend(self.student, gbuffer_encoder, decoder, channels_last, bf16)
                               if isinstance(backend, str) else None)
@@ -176,13 +179,17 @@ class RenderSession:
         return torch_threads(1) if isinstance(backend, OnnxBackend) else contextlib.nullcontext()
 
     @torch.no_grad()
-    def prepare(self, frame: Mapping[str, np.ndarray]) -> PreparedFrame:
+    def prepare(self, frame: Mapping[str, np.ndarray], solo: bool = False) -> PreparedFrame:
         """The part of a frame's work that needs no past (``backends.prepare_frame``): checks,
         conversion, the G-buffer encoder and the frame's own features, with the current prompt.
         A bad frame raises here, naming the key at fault, and the stream is unchanged. Then
-        ``sample`` it; ``StreamPipeline`` prepares frame n + 1 while frame n is being sampled."""
+        ``sample`` it; ``StreamPipeline`` prepares frame n + 1 while frame n is being sampled.
+        ``solo``: the frame runs alone, on the ``solo_backend`` if the session has one (the same
+        graphs: the same pixels)."""
         H, W = self._check(frame)
         backend = self._backend_for(H, W)
+        if solo and self.solo_backend is not None and backend is self.backend:
+            backend = self.solo_backend
         with self._threads(backend):
             inputs = self._stream_inputs(frame, H, W)
             features, flow, finite = prepare_frame(backend, self.student, inputs)
