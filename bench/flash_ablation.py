@@ -68,7 +68,7 @@ def live_fps(student_folder: str, frames: int, size: int, backend: str, pipeline
     session.set_prompt("a clear sunny noon")
     stream = EngineStream(11, StreamConfig(size=size, rig="fly"))
     warm = 10
-    done, starts, engine_ms = [], [], []
+    done, starts, engine_ms, failed = [], [], [], []
     try:
         if pipelined:
             with StreamPipeline(session) as pipeline:
@@ -77,7 +77,8 @@ def live_fps(student_folder: str, frames: int, size: int, backend: str, pipeline
                     g = stream.step()
                     engine_ms.append(time.perf_counter() - t0)
                     starts.append(t0)
-                    pipeline.submit(g).add_done_callback(lambda f: done.append(time.perf_counter()))
+                    pipeline.submit(g).add_done_callback(
+                        lambda f: done.append(time.perf_counter()) if f.exception() is None else failed.append(f))
         else:
             for i in range(frames + warm):
                 t0 = time.perf_counter()
@@ -88,6 +89,8 @@ def live_fps(student_folder: str, frames: int, size: int, backend: str, pipeline
                 done.append(time.perf_counter())
     finally:
         stream.close()
+    if failed:
+        raise RuntimeError(f"{len(failed)} frames of the live stream failed: {failed[0].exception()!r}")
     times = np.diff(done)[warm:] if pipelined else (np.array(done) - np.array(starts))[warm:]
     latency = (np.array(done) - np.array(starts))[warm:]
     return {"fps": float(1 / np.median(times)), "frame_ms_p50": float(np.median(times) * 1e3),

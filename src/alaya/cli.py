@@ -158,6 +158,11 @@ def _styles(a: argparse.Namespace) -> int:
     return 0
 
 
+def _usable_cores() -> int:
+    """The cores this process may run on (its affinity, e.g. a container's CPU set), else all."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def _serve(a: argparse.Namespace) -> int:
     """Start every service asked for on one SessionFactory, then block until Ctrl-C."""
     if a.grpc is None:
@@ -169,7 +174,7 @@ def _serve(a: argparse.Namespace) -> int:
     # reply) runs on graphs with a thread per core
     torch.set_num_threads(1)
     factory = SessionFactory.from_pretrained(a.weights, a.gbuffer_encoder, a.decoder, size=a.size,
-                                             backend=a.backend, solo_threads=os.cpu_count())
+                                             backend=a.backend, solo_threads=_usable_cores())
     from alaya.serve.grpc_server import GrpcConfig, start_grpc_server
     grpc_service = start_grpc_server(factory, GrpcConfig(
         port=a.grpc, host=a.host, max_sessions=a.max_sessions, max_message_mb=a.max_message_mb,

@@ -26,16 +26,17 @@ def test_pipelined_frames_equal_the_sequential_ones(frames, backend):
     assert np.array_equal(piped(session(backend=backend), frames, depth=5), expected)
 
 
-def test_prompt_switches_and_resets_keep_their_place_in_the_stream(frames):
-    seq = session()
+@pytest.mark.parametrize("backend,depth", [("torch", 1), ("torch", 2), ("onnx", 2), ("onnx", 5)])
+def test_prompt_switches_and_resets_keep_their_place_in_the_stream(frames, backend, depth):
+    seq = session(backend=backend)
     expected = [*seq.run(frames[:2])]
     seq.set_prompt("a moonlit night")
     expected += [*seq.run(frames[2:4])]
     seq.reset()
     expected += [*seq.run(frames[4:6])]
-    s = session()
+    s = session(backend=backend)
     got = piped(s, [*frames[:2], lambda s: s.set_prompt("a moonlit night"), *frames[2:4],
-                    lambda s: s.reset(), *frames[4:6]])
+                    lambda s: s.reset(), *frames[4:6]], depth=depth)
     assert np.array_equal(got, np.stack(expected))
     assert s.frame_index == 2 and s._pipeline is None        # handed back after the with block
     assert np.array_equal(s.step(frames[0]), seq.step(frames[0]))
@@ -117,7 +118,8 @@ def test_at_most_depth_frames_are_in_flight(frames, depth):
 
 def test_a_frame_alone_runs_on_the_solo_backend_with_the_same_pixels(frames):
     """A factory's ``solo_threads`` graphs take the frames that run alone (a caller that waits
-    for each); frames sent ahead run on the one-thread graphs; the pixels are the same."""
+    for each, while no other session's frame holds them); frames sent ahead run on the one-thread
+    graphs; the pixels are the same."""
     from alaya.runtime import SessionFactory
     from tiny_models import tiny_flash_modules
     factory = SessionFactory(*tiny_flash_modules(), size=32, backend="onnx", threads=1, solo_threads=2)
@@ -125,15 +127,26 @@ def test_a_frame_alone_runs_on_the_solo_backend_with_the_same_pixels(frames):
     used, outs = [], []
     for lockstep in (True, False):
         s = factory.new("a clear sunny noon")
-        sample = s.sample
-        s.sample = lambda prepared, sample=sample: used.append(prepared.backend) or sample(prepared)
-        with StreamPipeline(s) as p:
+        sample, gate = s.sample, threading.Event()
+
+        def held(prepared, sample=sample, gate=gate):
+            used.append(prepared.backend)
+            gate.wait(5)                         # sent ahead: the first frame is still sampling
+            return sample(prepared)
+
+        s.sample = held
+        with StreamPipeline(s, depth=5) as p:
             if lockstep:
+                gate.set()
                 outs.append(np.stack([p.submit(f).result() for f in frames[:4]]))
             else:
                 futures = [p.submit(f) for f in frames[:4]]
+                gate.set()
                 outs.append(np.stack([f.result() for f in futures]))
-    assert used[:4] == [factory.solo_backend] * 4
-    assert used[4] is factory.solo_backend and factory.backend in used[5:]    # the first is alone
+    assert used == [factory.solo_backend] * 5 + [factory.backend] * 3       # streamed: only the first is alone
     assert np.array_equal(outs[0], outs[1])
+    assert not factory.solo_backend.solo_lock.locked()                      # given back after each frame
+    other = factory.new("a clear sunny noon")
+    assert factory.new("x").claim_solo() and not other.claim_solo()        # one frame alone at a time
+    other.release_solo()
     assert SessionFactory(*tiny_flash_modules(), size=32, backend="onnx", threads=1).solo_backend is None

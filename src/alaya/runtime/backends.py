@@ -227,6 +227,7 @@ class OnnxBackend:
                              "output; re-export both")
         self._mods: collections.OrderedDict[bytes, np.ndarray] = collections.OrderedDict()
         self._mods_lock = threading.Lock()
+        self.solo_lock = threading.Lock()   # held by the one frame that runs alone on these graphs (``solo_threads``)
 
     @classmethod
     def from_modules(cls, student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,

@@ -187,9 +187,14 @@ class RealtimeLoop:
 
     def _model_loop(self) -> None:
         pipeline = None
-        if self.config.pipelined and hasattr(self.session, "prepare"):
-            from alaya.runtime.pipeline import StreamPipeline
-            pipeline = StreamPipeline(self.session, depth=1)
+        try:
+            if self.config.pipelined and hasattr(self.session, "prepare"):
+                from alaya.runtime.pipeline import StreamPipeline
+                pipeline = StreamPipeline(self.session, depth=1)
+        except Exception as err:
+            self.on_error(err)
+            self._stop.set()
+            return
         try:
             while not self._stop.is_set():
                 try:
@@ -204,8 +209,13 @@ class RealtimeLoop:
                     if pipeline is None:
                         self._emit(index, side, start_wall, timings, t0, self.session.step(frame))
                     else:   # prepared here; sampled, decoded and emitted on the pipeline's threads
-                        pipeline.submit(frame).add_done_callback(
-                            lambda f, args=(index, side, start_wall, timings, t0): self._emit_future(f, *args))
+                        future = pipeline.submit(frame)
+                        # model_ms: from the frame going to the sampler to its RGB (its preparing,
+                        # which overlapped the frame before, is prepare_ms)
+                        timings["prepare_ms"] = (time.perf_counter() - t0) * 1e3
+                        future.add_done_callback(
+                            lambda f, args=(index, side, start_wall, timings, time.perf_counter()):
+                            self._emit_future(f, *args))
                 except Exception as err:
                     self.on_error(err)
                     self._stop.set()

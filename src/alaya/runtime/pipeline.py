@@ -24,6 +24,7 @@ pipeline, between the frames submitted before and after it.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -50,6 +51,7 @@ class StreamPipeline:
         self._sampler = ThreadPoolExecutor(1, thread_name_prefix="alaya-sample")
         self._decoder = ThreadPoolExecutor(1, thread_name_prefix="alaya-decode")
         self._inflight: deque[Future] = deque()
+        self._local = threading.local()                 # marks this pipeline's decoding thread
         session._pipeline = self
 
     def submit(self, frame: Mapping[str, np.ndarray]) -> Future:
@@ -59,13 +61,28 @@ class StreamPipeline:
             raise RuntimeError("the pipeline is closed")
         while self._inflight and self._inflight[0].done():
             self._inflight.popleft()
-        # while the frames in flight are sampled; alone (a caller that waits for each frame) on
-        # the session's solo backend if it has one, whose graphs may use every core
-        prepared = self.session.prepare(frame, solo=not self._inflight)
+        # alone (a caller that waits for each frame, and no other session's frame running alone),
+        # on the session's solo graphs, which may use every core
+        solo = not self._inflight and self.session.claim_solo()
+        try:
+            prepared = self.session.prepare(frame, solo=solo)   # while the frames in flight are sampled
+        except BaseException:
+            if solo:
+                self.session.release_solo()
+            raise
         while len(self._inflight) >= self.depth:
             self._wait(self._inflight.popleft())
         sampled = self._sampler.submit(self.session.sample, prepared)
-        rgb = self._decoder.submit(lambda: self.session.decode(prepared.backend, *sampled.result()))
+
+        def decode():
+            self._local.decoding = True
+            try:
+                return self.session.decode(prepared.backend, *sampled.result())
+            finally:
+                if solo:
+                    self.session.release_solo()
+
+        rgb = self._decoder.submit(decode)
         self._inflight.append(rgb)
         return rgb
 
@@ -84,13 +101,16 @@ class StreamPipeline:
             pass
 
     def close(self) -> None:
-        """Finish the frames in flight and hand the session back."""
+        """Finish the frames in flight and hand the session back. From a frame's done-callback
+        (on the pipeline's own decoding thread) it does not wait: the frames queued behind that
+        callback finish after it, and the threads end then."""
         if self._sampler is None:
             return
-        while self._inflight:
+        own_thread = getattr(self._local, "decoding", False)
+        while self._inflight and not own_thread:
             self._wait(self._inflight.popleft())
-        self._sampler.shutdown()
-        self._decoder.shutdown()
+        self._sampler.shutdown(wait=not own_thread)
+        self._decoder.shutdown(wait=not own_thread)
         self._sampler = self._decoder = None
         self.session._pipeline = None
 

@@ -174,6 +174,15 @@ class RenderSession:
         inputs["rotation"], inputs["rays"], inputs["xy"] = camera_inputs(*camera, H, W)
         return inputs
 
+    def claim_solo(self) -> bool:
+        """Take the solo graphs for one frame (``prepare(solo=True)``) if this session has them and
+        no other frame holds them: one frame at a time may use every core. ``release_solo`` after
+        its decoding."""
+        return self.solo_backend is not None and self.solo_backend.solo_lock.acquire(blocking=False)
+
+    def release_solo(self) -> None:
+        self.solo_backend.solo_lock.release()
+
     def _threads(self, backend):
         """With onnxruntime, torch only glues the graphs: one thread (``torch_threads``)."""
         return torch_threads(1) if isinstance(backend, OnnxBackend) else contextlib.nullcontext()

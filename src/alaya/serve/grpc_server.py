@@ -32,6 +32,7 @@ from alaya.serve.proto import render_pb2, render_pb2_grpc
 from alaya.serve.wire import FrameError, check_encoding, decode_frame, encode_rgb
 
 MB = 1 << 20
+READ_AHEAD = 3          # a stream's frames read from the network before the pipeline takes them
 
 
 @dataclass
@@ -110,11 +111,19 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
         reply goes out, in order, as soon as it is ready, so a client that waits for each reply
         before it sends the next frame is served as before."""
         events: queue.SimpleQueue = queue.SimpleQueue()
+        room = threading.Semaphore(READ_AHEAD)           # frames read and not yet taken: memory stays bounded
+        ended = threading.Event()
 
         def read() -> None:
+            frames = iter(requests)
             try:
-                for msg in requests:
-                    events.put(("frame", msg))
+                while True:
+                    room.acquire()
+                    if ended.is_set():
+                        return
+                    events.put(("frame", next(frames)))
+            except StopIteration:
+                pass
             except Exception:                            # the RPC was cancelled or failed
                 pass
             events.put(("end", None))
@@ -123,26 +132,30 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
         session: RenderSession | None = None
         pipeline: StreamPipeline | None = None
         pending: deque = deque()                         # (msg, t0, t1, future of the RGB) in order
+        done_at: dict = {}                               # future -> when its RGB was ready
         try:
             while True:
                 while pending and pending[0][3].done():
-                    yield self._reply(*pending.popleft(), context)
+                    yield self._reply(*pending.popleft(), done_at, context)
                 kind, msg = events.get()
                 if kind == "ready":
                     continue
                 if kind == "end":
                     break
+                room.release()
                 t0 = time.perf_counter()
                 try:
                     frame = decode_frame(msg, self.factory.size)
                     check_encoding(msg)
                     prompt = msg.prompt if msg.HasField("prompt") else None
                     if session is None or msg.reset:     # a new stream: frame index 0, this seed
+                        t_drain = time.perf_counter()
                         while pending:                   # the old stream's frames go out first
-                            yield self._reply(*pending.popleft(), context)
+                            yield self._reply(*pending.popleft(), done_at, context)
                         kept = session.prompt if session is not None else ""
                         if pipeline is not None:
                             pipeline.close()
+                        t0 += time.perf_counter() - t_drain          # not this frame's time
                         session = self.factory.new(kept if prompt is None else prompt, seed=msg.seed)
                         pipeline = StreamPipeline(session)
                     elif prompt is not None:
@@ -151,31 +164,38 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
                     future = pipeline.submit(frame)
                 except (FrameError, KeyError, ValueError, TypeError) as err:
                     while pending:                       # the frames before it are answered first
-                        yield self._reply(*pending.popleft(), context)
+                        yield self._reply(*pending.popleft(), done_at, context)
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"frame {msg.frame_id}: {err}")
-                future.add_done_callback(lambda f: events.put(("ready", None)))
+
+                def ready(f, done_at=done_at):
+                    done_at[f] = time.perf_counter()
+                    events.put(("ready", None))
+                future.add_done_callback(ready)
                 pending.append((msg, t0, t1, future))
             while pending:
-                yield self._reply(*pending.popleft(), context)
+                yield self._reply(*pending.popleft(), done_at, context)
         finally:
+            ended.set()
+            room.release()                               # a reader waiting for room wakes and stops
             if pipeline is not None:
                 pipeline.close()
 
     @staticmethod
-    def _reply(msg, t0: float, t1: float, future, context) -> render_pb2.RGBFrame:
+    def _reply(msg, t0: float, t1: float, future, done_at: dict, context) -> render_pb2.RGBFrame:
         """A rendered frame's RGBFrame (waiting for it). ``render_ms``: from its submission to its
         RGB, which includes the wait behind the frames before it in the pipeline."""
         try:
             rgb = future.result()
         except (KeyError, ValueError) as err:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"frame {msg.frame_id}: {err}")
-        t2 = time.perf_counter()
+        t2 = done_at.pop(future, None) or time.perf_counter()
+        t3 = time.perf_counter()
         encoding, quality = check_encoding(msg)
         data = encode_rgb(rgb, encoding, quality)
         return render_pb2.RGBFrame(
             frame_id=msg.frame_id, width=rgb.shape[1], height=rgb.shape[0], encoding=encoding, data=data,
             decode_ms=(t1 - t0) * 1000.0, render_ms=(t2 - t1) * 1000.0,
-            encode_ms=(time.perf_counter() - t2) * 1000.0)
+            encode_ms=(time.perf_counter() - t3) * 1000.0)
 
 
 @dataclass
