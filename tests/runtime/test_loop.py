@@ -12,7 +12,7 @@ from alaya.runtime.loop import LoopConfig, RealtimeLoop
 from test_session import session
 
 
-def run_loop(seconds=3.0, fps=20.0, setup=None):
+def run_loop(seconds=3.0, fps=20.0, setup=None, pipelined=True):
     got, errors, closed = [], [], []
 
     class Stream(EngineStream):
@@ -20,7 +20,7 @@ def run_loop(seconds=3.0, fps=20.0, setup=None):
             closed.append(threading.current_thread().name)
             super().close()
 
-    loop = RealtimeLoop(lambda: Stream(3, StreamConfig(size=32)), session(), got.append, LoopConfig(fps=fps),
+    loop = RealtimeLoop(lambda: Stream(3, StreamConfig(size=32)), session(), got.append, LoopConfig(fps=fps, pipelined=pipelined),
                         on_error=errors.append)
     loop.start()
     if setup:
@@ -30,8 +30,9 @@ def run_loop(seconds=3.0, fps=20.0, setup=None):
     return loop, got, errors, closed
 
 
-def test_frames_arrive_in_order_paced_and_the_loop_stops():
-    loop, got, errors, closed = run_loop(seconds=3.0, fps=20.0)
+@pytest.mark.parametrize("pipelined", [True, False])
+def test_frames_arrive_in_order_paced_and_the_loop_stops(pipelined):
+    loop, got, errors, closed = run_loop(seconds=3.0, fps=20.0, pipelined=pipelined)
     assert not errors and len(got) >= 5
     assert [f.index for f in got] == list(range(len(got)))           # no G-buffer frame skipped
     assert len(got) <= 20 * 3 + 3                                     # paced to the target
@@ -80,3 +81,14 @@ def test_the_pipelined_loop_renders_what_a_sequential_stream_does():
     finally:
         stream.close()
     assert all(np.array_equal(f.rgb, e) for f, e in zip(got, expected))
+
+
+def test_a_frame_that_fails_in_the_pipeline_is_reported_and_stops_the_loop():
+    """An error while sampling (on the pipeline's threads) reaches ``on_error`` and stops the loop."""
+    def setup(loop):
+        def broken(prepared):
+            raise RuntimeError("the model fell over")
+        loop.session.sample = broken
+    loop, got, errors, _ = run_loop(seconds=2.0, setup=setup)
+    assert errors and isinstance(errors[0], RuntimeError) and "fell over" in str(errors[0])
+    assert not loop.running

@@ -280,8 +280,21 @@ def test_abrupt_disconnect_frees_the_session(service):
                 next(replies)
             assert err.value.code() == grpc.StatusCode.CANCELLED
         wait_idle(service)
+        wait_no_stream_threads()                          # its reader and pipeline threads end too
     with RenderClient(service.address) as c:
         assert_serving(c)
+
+
+def wait_no_stream_threads(timeout: float = 10.0) -> None:
+    import threading
+    names = ("alaya-grpc-read", "alaya-sample", "alaya-decode")
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        alive = [t.name for t in threading.enumerate() if t.name.startswith(names)]
+        if not alive:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"stream threads still alive: {alive}")
 
 
 def test_session_limit(client, service):
