@@ -33,7 +33,7 @@ def _train(a: argparse.Namespace) -> int:
         model = train_student(StudentTrainConfig(
             data=a.data, stage=a.stage, teacher=a.teacher, autoencoder=a.autoencoder, init=a.init,
             out=a.out or f"weights/student_{a.stage}", guidance=a.guidance, sample_steps=a.sample_steps,
-            rollout=a.rollout, text_noise=a.text_noise, data_weight=a.data_weight, t_one=a.one_step_t,
+            rollout=a.rollout, meanflow_max_frequency=a.meanflow_max_frequency or None, text_noise=a.text_noise, data_weight=a.data_weight, t_one=a.one_step_t,
             teacher_weight=a.teacher_weight, teacher_window=a.teacher_window,
             context_noise=0.1 if a.context_noise is None else a.context_noise, self_context=a.self_context,
             widths=tuple(int(w) for w in a.student_widths.split(",")) if a.student_widths else None,
@@ -105,6 +105,9 @@ def add_train_command(sub) -> None:
     tr.add_argument("--sample-steps", type=int, default=8, help="student 'steps': the previous stage's steps")
     tr.add_argument("--rollout", type=int, default=2,
                     help="student 'meanflow', world: self-generated context frames")
+    tr.add_argument("--meanflow-max-frequency", type=float, default=64.0,
+                    help="student 'meanflow': du/dt leaves out time-embedding features faster than this "
+                         "(radians per unit t; 0: the exact derivative)")
     add_world_train_args(tr)
     tr.add_argument("--student-widths", help="student 'ar', 'compress': widths of a new student, e.g. 48,64")
     tr.add_argument("--noise", choices=["frame", "fixed"],

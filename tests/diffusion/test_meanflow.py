@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from alaya.diffusion.meanflow import meanflow_loss, meanflow_target, sample_meanflow, sample_times
+from alaya.nn.conditioning import smooth_time_derivative, timestep_embedding
 
 X = torch.tensor([[0.5, -1.0, 2.0]])
 
@@ -65,3 +66,41 @@ def test_time_sampling():
     assert 0.65 < float((r == t).float().mean()) < 0.85
     with pytest.raises(ValueError, match="jvp"):
         meanflow_target(exact_u, *setup(), jvp="bogus")
+
+
+def test_smooth_time_derivative_keeps_values_and_drops_only_fast_phases():
+    t = torch.tensor([0.3, 0.7])
+    ones = torch.ones_like(t)
+    plain = timestep_embedding(t, 16)
+    _, exact = torch.func.jvp(lambda tt: timestep_embedding(tt, 16), (t,), (ones,))
+    with smooth_time_derivative(50.0):
+        value, smooth = torch.func.jvp(lambda tt: timestep_embedding(tt, 16), (t,), (ones,))
+    assert torch.equal(value, plain)                                  # values untouched
+    omega = 1000 * torch.exp(-np.log(10000.0) * torch.arange(8) / 8)  # the embedding's frequencies
+    slow = torch.cat([omega <= 50, omega <= 50])
+    assert torch.allclose(smooth[:, slow], exact[:, slow]) and torch.all(smooth[:, ~slow] == 0)
+    assert slow.any() and (~slow).any() and exact[:, ~slow].abs().max() > 100
+    _, after = torch.func.jvp(lambda tt: timestep_embedding(tt, 16), (t,), (ones,))
+    assert torch.equal(after, exact)                                  # the block's setting is undone
+    with pytest.raises(ValueError, match="max_frequency"):
+        with smooth_time_derivative(0.0):
+            pass
+
+
+def test_a_fast_time_wiggle_swamps_the_exact_target_and_not_the_smooth_one():
+    """The exact average velocity plus a tiny wiggle carried by the embedding's fast features (as a
+    trained network's t-dependence has): the wiggle's value is negligible, but its exact time
+    derivative, scaled by up to 1000, is not; with the fast phases held constant the target is the
+    true average velocity again."""
+    z, r, t, v = setup()
+    omega = 1000 * torch.exp(-np.log(10000.0) * torch.arange(96) / 96)
+    fast = torch.cat([omega > 64, omega > 64]).float() * 1e-3
+
+    def wiggly(z, r, t):
+        return exact_u(z, r, t) + (timestep_embedding(t, 192) @ fast)[:, None]
+    _, exact_target = meanflow_target(wiggly, z, r, t, v)
+    with smooth_time_derivative(64.0):
+        u, smooth_target = meanflow_target(wiggly, z, r, t, v)
+    assert (u - v).abs().max() < 0.05                                 # the wiggle's value is small
+    assert torch.allclose(smooth_target, v, atol=1e-5)
+    assert (exact_target - v).abs().max() > 0.5                      # its derivative is not

@@ -54,6 +54,46 @@ def test_stage_errors(tiny_dataset, tiny_models, tmp_path):
         train_student(StudentTrainConfig(data=str(tiny_dataset), stage="bogus"))
     with pytest.raises(ValueError, match="--init"):
         train_student(StudentTrainConfig(data=str(tiny_dataset), stage="meanflow"))
+    with pytest.raises(ValueError, match="meanflow_max_frequency"):
+        train_student(StudentTrainConfig(data=str(tiny_dataset), stage="meanflow", init="x", meanflow_max_frequency=0.0))
+
+
+@pytest.mark.parametrize("max_frequency", [64.0, None])
+def test_meanflow_takes_its_derivative_under_the_band_limit(tiny_dataset, tiny_models, tmp_path, monkeypatch,
+                                                            max_frequency):
+    """The 'meanflow' stage's JVP runs with the time embedding's fast phases held constant
+    (``smooth_time_derivative``), or exactly with ``meanflow_max_frequency=None``."""
+    import alaya.models.student as student_module
+    import alaya.models.student_training as st
+    from alaya.nn import conditioning
+    seen, in_loss, real_loss, real_embedding = [], [], st.meanflow_loss, student_module.timestep_embedding
+
+    def spy(*args, **kwargs):                    # the embeddings computed within the loss (not the rollout's)
+        in_loss.append(True)
+        try:
+            return real_loss(*args, **kwargs)
+        finally:
+            in_loss.clear()
+
+    def embedding(*args, **kwargs):
+        if in_loss:
+            seen.append(getattr(conditioning._band, "max_frequency", None))
+        return real_embedding(*args, **kwargs)
+
+    common = dict(data=str(tiny_dataset), teacher=str(tiny_models / "teacher"), autoencoder=str(tiny_models / "ae"),
+                  tiny_encoder=str(tiny_models / "enc"), teacher_window=2, rollout=1,
+                  student=StudentConfig(latent_channels=4, gbuffer_channels=20, text_dim=384, widths=(8, 16),
+                                        emb_dim=8, context=1))
+    train = dict(steps=1, batch_size=2, log_every=1, ckpt_every=1, progress=False, warmup=1, lr=1e-3)
+    train_student(StudentTrainConfig(**common, stage="ar", out=str(tmp_path / "ar"),
+                                     train=TrainConfig(run_dir=str(tmp_path / "run_ar"), **train)))
+    monkeypatch.setattr(st, "meanflow_loss", spy)
+    monkeypatch.setattr(student_module, "timestep_embedding", embedding)
+    train_student(StudentTrainConfig(**common, stage="meanflow", init=str(tmp_path / "ar"), out=str(tmp_path / "mf"),
+                                     meanflow_max_frequency=max_frequency,
+                                     train=TrainConfig(run_dir=str(tmp_path / "run_mf"), **train)))
+    assert seen and all(s == max_frequency for s in seen)          # the JVP's call and the plain one
+    assert getattr(conditioning._band, "max_frequency", None) is None
 
 
 def test_data_only_ar_never_calls_the_teacher(tiny_dataset, tiny_models, tmp_path, monkeypatch):

@@ -7,7 +7,11 @@ Identity: ``(t - r) u = ∫_r^t v dτ`` gives ``u = v - (t - r) du/dt`` with the
 Training regresses ``u_θ`` on ``u_tgt = v - (t - r) sg(du_θ/dt)``. With ``v`` the teacher's
 (guided) velocity the student distils the teacher, guidance folded in.
 
-``model(z, r, t) -> u`` everywhere below; extra conditioning goes through closures.
+``model(z, r, t) -> u`` everywhere below; extra conditioning goes through closures. A network
+that embeds time with fast sinusoids (``timestep_embedding``: frequencies up to 1000 per unit t)
+has an exact ``du/dt`` dominated by those features' wiggle, not by its trend over an interval;
+call it under ``alaya.nn.conditioning.smooth_time_derivative`` inside the closure, as the Flash
+student's stage does, so that the JVP leaves the fast phases out (docs/flash.md, "MeanFlow").
 """
 
 from __future__ import annotations

@@ -58,6 +58,7 @@ from alaya.models.student import (Student, StudentConfig, latent_flow, push_cont
                                   warp_context)
 from alaya.models.teacher import Teacher
 from alaya.models.teacher_training import LatentClips, augment_prompt
+from alaya.nn.conditioning import smooth_time_derivative
 from alaya.nn.pretrained import copy_matching
 from alaya.text import PromptEncoder
 from alaya.train.loop import TrainConfig, Trainer
@@ -87,6 +88,9 @@ class StudentTrainConfig:
     sample_steps: int = 8                # 'steps': the previous student's steps (result: half)
     rollout: int = 2                     # 'meanflow' (and self_context): self-generated frames before
                                          # the trained one
+    meanflow_max_frequency: float | None = 64.0  # 'meanflow': du/dt leaves out the time embedding's
+                                         # features faster than this (rad per unit t; None: exact),
+                                         # whose wiggles swamp the trend (``smooth_time_derivative``)
     self_context: float = 0.0            # 'ar', 'guidance': share of steps whose context is the
                                          # student's own rollout instead of noised ground truth
     context_noise: float = 0.1
@@ -272,6 +276,8 @@ def train_student(cfg: StudentTrainConfig) -> Student:
         raise ValueError(f"teacher_weight and data_weight must be >= 0, got {cfg.teacher_weight}, {cfg.data_weight}")
     if cfg.stage in ("ar", "guidance") and cfg.teacher_weight == 0 and cfg.data_weight == 0:
         raise ValueError(f"stage '{cfg.stage}' with teacher_weight 0 needs data_weight > 0: nothing to fit")
+    if cfg.meanflow_max_frequency is not None and not cfg.meanflow_max_frequency > 0:
+        raise ValueError(f"meanflow_max_frequency must be > 0 or None, got {cfg.meanflow_max_frequency}")
     if cfg.stage != "ar" and not cfg.init:
         raise ValueError(f"stage '{cfg.stage}' continues a previous stage: give --init")
     tc = cfg.train
@@ -316,8 +322,11 @@ def train_student(cfg: StudentTrainConfig) -> Student:
             z = interpolate(x, eps, t)
             v = teacher_velocity(teacher, train, c, st, f, z, t, gen, text, cfg.teacher_window, cfg.guidance, drop)
             weight = velocity_loss_weight(t, net.config.sigma_data)
-            loss = meanflow_loss(lambda zz, rr, tt: net(zz, rr, tt, g, text, ctx, valid, view=view), z, r, t, v,
-                                 weight=weight)
+
+            def average_velocity(zz, rr, tt):
+                with smooth_time_derivative(cfg.meanflow_max_frequency):
+                    return net(zz, rr, tt, g, text, ctx, valid, view=view)
+            loss = meanflow_loss(average_velocity, z, r, t, v, weight=weight)
             return loss, {}
         if cfg.stage in ("ar", "guidance") and rng.random() < cfg.self_context:
             ctx, valid = self_rollout_context(m.module if hasattr(m, "module") else m, train, c, st, f, text, cfg,

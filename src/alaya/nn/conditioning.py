@@ -2,17 +2,44 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import torch
 from torch import nn
 
+_band = threading.local()
+
+
+@contextlib.contextmanager
+def smooth_time_derivative(max_frequency: float | None):
+    """Within this block (on this thread), derivatives in ``t`` of ``timestep_embedding`` leave out
+    its features of angular frequency above ``max_frequency`` (radians per unit of t): those
+    features keep their values, but their phase counts as constant. The embedding's frequencies
+    reach 1000, so a network's exact ``du/dt`` is mostly the wiggle those features put in it at
+    periods of a few thousandths of t, not the trend over an interval that MeanFlow's identity
+    needs (measured: docs/flash.md, "MeanFlow"). Values and gradients in the parameters are
+    unchanged; ``None`` keeps the exact derivative."""
+    if max_frequency is not None and not max_frequency > 0:
+        raise ValueError(f"max_frequency must be > 0 or None, got {max_frequency}")
+    before = getattr(_band, "max_frequency", None)
+    _band.max_frequency = max_frequency
+    try:
+        yield
+    finally:
+        _band.max_frequency = before
+
 
 def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
-    """(B,) times in [0, 1] -> (B, dim) sinusoidal features (Vaswani et al. 2017; DDPM)."""
+    """(B,) times in [0, 1] -> (B, dim) sinusoidal features (Vaswani et al. 2017; DDPM), at angular
+    frequencies 1000 down to 1000 / max_period per unit of t."""
     half = dim // 2
     freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device) / half)
     args = (t.float() * 1000)[:, None] * freqs[None]
+    cutoff = getattr(_band, "max_frequency", None)
+    if cutoff is not None:                    # fast features: value kept, derivative in t dropped
+        args = torch.where(1000 * freqs[None] > cutoff, args.detach(), args)
     return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
 
 
