@@ -104,3 +104,14 @@ def test_a_fast_time_wiggle_swamps_the_exact_target_and_not_the_smooth_one():
     assert (u - v).abs().max() < 0.05                                 # the wiggle's value is small
     assert torch.allclose(smooth_target, v, atol=1e-5)
     assert (exact_target - v).abs().max() > 0.5                      # its derivative is not
+
+
+def test_the_data_term_counts_only_where_r_equals_t():
+    z, r, t, v = setup()
+    r = torch.where(torch.arange(len(t)) % 2 == 0, t, r)              # half the samples at r = t
+    far = v + 1.0                                                     # a data velocity off by 1 everywhere
+    base = float(meanflow_loss(exact_u, z, r, t, v))
+    with_data = float(meanflow_loss(exact_u, z, r, t, v, data_velocity=far, data_weight=2.0))
+    assert base < 1e-5 and abs(with_data - 2.0 * 0.5) < 1e-4          # weight 2, half the samples, error 1
+    with pytest.raises(ValueError, match="data_velocity"):
+        meanflow_loss(exact_u, z, r, t, v, data_weight=1.0)

@@ -54,14 +54,23 @@ def meanflow_target(model: AverageVelocity, z: torch.Tensor, r: torch.Tensor, t:
 
 def meanflow_loss(model: AverageVelocity, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor,
                   v: torch.Tensor, jvp: str = "exact", adaptive_p: float = 0.0,
-                  adaptive_c: float = 1e-3, weight: torch.Tensor | None = None) -> torch.Tensor:
+                  adaptive_c: float = 1e-3, weight: torch.Tensor | None = None,
+                  data_velocity: torch.Tensor | None = None, data_weight: float = 0.0) -> torch.Tensor:
     """Mean squared error to the MeanFlow target; ``adaptive_p > 0`` weights each sample by
     ``1 / sg(err + c)^p`` (the paper's adaptive loss); ``weight`` (B,) multiplies each sample's
-    error (e.g. ``velocity_loss_weight``)."""
+    error (e.g. ``velocity_loss_weight``). ``data_velocity``: each sample's own straight-path
+    velocity ``eps - x``; with ``data_weight > 0``, the samples with ``r = t`` also regress on it
+    (flow matching on the data, whose regression target at r = t is the marginal velocity; over
+    an interval it is not the average velocity, so samples with r < t are left out)."""
     u, target = meanflow_target(model, z, r, t, v, jvp)
     err = ((u.float() - target.float()) ** 2).flatten(1).mean(1)
     if adaptive_p > 0:
         err = err / (err.detach() + adaptive_c) ** adaptive_p
+    if data_weight > 0:
+        if data_velocity is None:
+            raise ValueError("data_weight > 0 needs data_velocity")
+        same = (r == t).float()
+        err = err + data_weight * same * ((u.float() - data_velocity.float()) ** 2).flatten(1).mean(1)
     if weight is not None:
         err = err * weight
     return err.mean()

@@ -326,7 +326,8 @@ def train_student(cfg: StudentTrainConfig) -> Student:
             def average_velocity(zz, rr, tt):
                 with smooth_time_derivative(cfg.meanflow_max_frequency):
                     return net(zz, rr, tt, g, text, ctx, valid, view=view)
-            loss = meanflow_loss(average_velocity, z, r, t, v, weight=weight)
+            loss = meanflow_loss(average_velocity, z, r, t, v, weight=weight, data_velocity=eps - x,
+                                 data_weight=cfg.data_weight)
             return loss, {}
         if cfg.stage in ("ar", "guidance") and rng.random() < cfg.self_context:
             ctx, valid = self_rollout_context(m.module if hasattr(m, "module") else m, train, c, st, f, text, cfg,
