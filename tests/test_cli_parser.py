@@ -56,6 +56,12 @@ def test_student_flags_reach_the_student_run(monkeypatch):
                                    "--one-step-t", "0.25", "--data-weight", "2.0"])
     assert _train(a) == 0
     assert (seen["cfg"].t_one, seen["cfg"].data_weight, seen["cfg"].stage) == (0.25, 2.0, "ar")
+    assert seen["cfg"].meanflow_max_frequency == 64.0                  # MeanFlow's held phases by default
+    for flag, value in (("0", None), ("32", 32.0)):                    # 0: the exact derivative
+        seen.clear()
+        assert _train(build_parser().parse_args(["train", "student", "--data", "d", "--run-dir", "r", "--stage",
+                                                 "meanflow", "--meanflow-max-frequency", flag])) == 0
+        assert seen["cfg"].meanflow_max_frequency == value
 
 
 def test_play_defaults_to_int8_steps_but_not_for_the_world_model():

@@ -33,7 +33,8 @@ def _train(a: argparse.Namespace) -> int:
         model = train_student(StudentTrainConfig(
             data=a.data, stage=a.stage, teacher=a.teacher, autoencoder=a.autoencoder, init=a.init,
             out=a.out or f"weights/student_{a.stage}", guidance=a.guidance, sample_steps=a.sample_steps,
-            rollout=a.rollout, meanflow_max_frequency=a.meanflow_max_frequency or None, text_noise=a.text_noise, data_weight=a.data_weight, t_one=a.one_step_t,
+            rollout=a.rollout, meanflow_max_frequency=a.meanflow_max_frequency or None,
+            text_noise=a.text_noise, data_weight=a.data_weight, t_one=a.one_step_t,
             teacher_weight=a.teacher_weight, teacher_window=a.teacher_window,
             context_noise=0.1 if a.context_noise is None else a.context_noise, self_context=a.self_context,
             widths=tuple(int(w) for w in a.student_widths.split(",")) if a.student_widths else None,
