@@ -11,7 +11,8 @@ Training regresses ``u_θ`` on ``u_tgt = v - (t - r) sg(du_θ/dt)``. With ``v`` 
 that embeds time with fast sinusoids (``timestep_embedding``: frequencies up to 1000 per unit t)
 has an exact ``du/dt`` dominated by those features' wiggle, not by its trend over an interval;
 call it under ``alaya.nn.conditioning.smooth_time_derivative`` inside the closure, as the Flash
-student's stage does, so that the JVP leaves the fast phases out (docs/flash.md, "MeanFlow").
+student's stage does, so that the JVP (``jvp="exact"``; a finite difference is unaffected) leaves
+the fast phases out — a smoothed derivative, not the exact one (docs/flash.md, "MeanFlow").
 """
 
 from __future__ import annotations
@@ -60,8 +61,10 @@ def meanflow_loss(model: AverageVelocity, z: torch.Tensor, r: torch.Tensor, t: t
     ``1 / sg(err + c)^p`` (the paper's adaptive loss); ``weight`` (B,) multiplies each sample's
     error (e.g. ``velocity_loss_weight``). ``data_velocity``: each sample's own straight-path
     velocity ``eps - x``; with ``data_weight > 0``, the samples with ``r = t`` also regress on it
-    (flow matching on the data, whose regression target at r = t is the marginal velocity; over
-    an interval it is not the average velocity, so samples with r < t are left out)."""
+    (flow matching on the data, whose regression target at r = t is the data's unguided marginal
+    velocity, while ``v`` may be a guided teacher's; over an interval it is not the average
+    velocity, so samples with r < t are left out). The data term is averaged over the whole
+    batch (zeros where r < t), added after the adaptive weighting and before ``weight``."""
     u, target = meanflow_target(model, z, r, t, v, jvp)
     err = ((u.float() - target.float()) ** 2).flatten(1).mean(1)
     if adaptive_p > 0:

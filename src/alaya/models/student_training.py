@@ -89,8 +89,9 @@ class StudentTrainConfig:
     rollout: int = 2                     # 'meanflow' (and self_context): self-generated frames before
                                          # the trained one
     meanflow_max_frequency: float | None = 64.0  # 'meanflow': du/dt leaves out the time embedding's
-                                         # features faster than this (rad per unit t; None: exact),
-                                         # whose wiggles swamp the trend (``smooth_time_derivative``)
+                                         # features faster than this (rad per unit t; None: exact;
+                                         # the CLI's 0 means None), whose wiggles swamp the trend
+                                         # (``smooth_time_derivative``; a smoothed derivative)
     self_context: float = 0.0            # 'ar', 'guidance': share of steps whose context is the
                                          # student's own rollout instead of noised ground truth
     context_noise: float = 0.1
@@ -383,5 +384,8 @@ def train_student(cfg: StudentTrainConfig) -> Student:
     if trainer.dist.is_main:
         student.save_pretrained(cfg.out, trained={"stage": cfg.stage, "steps": tc.steps, "batch_size": tc.batch_size,
                                                   "data": cfg.data, "run_dir": tc.run_dir, "teacher": cfg.teacher,
-                                                  "init": cfg.init, "guidance": cfg.guidance})
+                                                  "init": cfg.init, "guidance": cfg.guidance,
+                                                  "data_weight": cfg.data_weight,
+                                                  **({"meanflow_max_frequency": cfg.meanflow_max_frequency}
+                                                     if cfg.stage == "meanflow" else {})})
     return student

@@ -18,9 +18,11 @@ def smooth_time_derivative(max_frequency: float | None):
     its features of angular frequency above ``max_frequency`` (radians per unit of t): those
     features keep their values, but their phase counts as constant. The embedding's frequencies
     reach 1000, so a network's exact ``du/dt`` is mostly the wiggle those features put in it at
-    periods of a few thousandths of t, not the trend over an interval that MeanFlow's identity
-    needs (measured: docs/flash.md, "MeanFlow"). Values and gradients in the parameters are
-    unchanged; ``None`` keeps the exact derivative."""
+    periods of a few thousandths of t (measured: docs/flash.md, "MeanFlow: the derivative").
+    This is a smoothed, biased derivative, not the exact one: whatever t-dependence the fast
+    features carry is left unconstrained by an identity built on it. Values and gradients in the
+    parameters are unchanged; ``None`` keeps the exact derivative. Forward-mode derivatives only
+    (``torch.func.jvp``); a finite difference sees values and is unaffected."""
     if max_frequency is not None and not max_frequency > 0:
         raise ValueError(f"max_frequency must be > 0 or None, got {max_frequency}")
     before = getattr(_band, "max_frequency", None)
@@ -33,7 +35,7 @@ def smooth_time_derivative(max_frequency: float | None):
 
 def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
     """(B,) times in [0, 1] -> (B, dim) sinusoidal features (Vaswani et al. 2017; DDPM), at angular
-    frequencies 1000 down to 1000 / max_period per unit of t."""
+    frequencies 1000 * max_period ** (-k / half) per unit of t, k = 0 .. half - 1."""
     half = dim // 2
     freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device) / half)
     args = (t.float() * 1000)[:, None] * freqs[None]
