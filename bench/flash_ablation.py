@@ -9,7 +9,7 @@ Usage:
   python bench/flash_ablation.py [--data data/ds128] [--clips 2] [--frames 12]
       [--stages ar=DIR,guidance=DIR,steps=DIR,meanflow=DIR] [--student weights/student]
       [--compare NAME=DIR,...]
-      [--live-frames 1000] [--backend onnx|torch]
+      [--live-frames 1000] [--backend onnx|torch] [--teacher-bf16 auto|on|off]
 
 Without ``--data`` it renders ``--clips`` fresh engine clips from seeds no dataset of ours uses.
 Intermediate stages are measured when ``--stages`` names their weights (they are not shipped;
@@ -19,9 +19,14 @@ own, in ``--backend``). The final student runs in ``--backend`` (default
 ``onnx-int8`` the same student in plain ``onnx`` is measured too (row ``tiny-fp32``). Stage settings: ``ar`` samples 8 Euler steps with
 guidance 2 (16 calls a frame), ``guidance`` 8 steps, ``steps`` and ``meanflow`` 4 steps, all
 with the full codecs in torch; the final student runs the tiny codecs in ``--backend``.
-Prints a Markdown table, then one JSON object as its last line (keys ``fps``,
-``speedup_vs_teacher``, ``psnr``, ``teacher_psnr``, ``warp_error``, ``teacher_warp_error``,
-``style_accuracy`` for the final student, and ``stages`` with every row).
+The teacher is the shipped renderer as it runs by default (torch, fp32: its quality numbers are
+measured so); on a CPU with native bf16 (``--teacher-bf16 auto``, the default) the same teacher
+with its network calls in bf16 autocast is measured too (row ``teacher-bf16``, JSON
+``teacher_bf16_fps`` and ``speedup_vs_teacher_bf16``): the teacher at its fastest on this CPU,
+the stricter reference for the student's speed-up. Prints a Markdown table, then one JSON object
+as its last line (keys ``fps``, ``speedup_vs_teacher``, ``psnr``, ``teacher_psnr``,
+``warp_error``, ``teacher_warp_error``, ``style_accuracy`` for the final student, and ``stages``
+with every row).
 """
 
 from __future__ import annotations
@@ -115,6 +120,8 @@ def main() -> None:
     p.add_argument("--live-frames", type=int, default=1000)
     p.add_argument("--backend", default="onnx-int8", choices=["onnx-int8", "onnx", "torch"],
                    help="the final student's backend (onnx-int8: its steps quantized; also measured in onnx)")
+    p.add_argument("--teacher-bf16", default="auto", choices=["auto", "on", "off"],
+                   help="also measure the teacher in bf16 autocast (auto: on CPUs with native bf16)")
     a = p.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     from alaya.engine.raster import share_cores_with_a_model
@@ -133,6 +140,11 @@ def main() -> None:
     renderers = {"teacher": TeacherRenderer.from_pretrained(a.teacher, a.autoencoder, encoder=encoder,
                                                             sampler=SamplerConfig(steps=a.teacher_steps, guidance=2.0,
                                                                                   window=a.frames))}
+    from alaya.train.loop import cpu_info
+    if a.teacher_bf16 == "on" or (a.teacher_bf16 == "auto" and cpu_info()[1]):
+        renderers["teacher-bf16"] = TeacherRenderer.from_pretrained(
+            a.teacher, a.autoencoder, encoder=encoder,
+            sampler=SamplerConfig(steps=a.teacher_steps, guidance=2.0, window=a.frames, precision="bf16"))
     for item in filter(None, a.stages.split(",")):
         name, folder = item.split("=", 1)
         if name not in STAGE_SETTINGS:
@@ -141,7 +153,7 @@ def main() -> None:
                                           **STAGE_SETTINGS[name])
     for item in filter(None, a.compare.split(",")):
         name, folder = item.split("=", 1)
-        if name in STAGE_SETTINGS or name in ("teacher", "tiny", "tiny-fp32"):
+        if name in STAGE_SETTINGS or name in ("teacher", "teacher-bf16", "tiny", "tiny-fp32"):
             raise SystemExit(f"--compare: '{name}' names a row of its own; choose another name")
         renderers[name] = StudentRenderer.from_pretrained(folder, encoder=encoder, backend=a.backend)
     if a.backend == "onnx-int8":        # the same student with float steps, for the int8 row's cost
@@ -172,11 +184,14 @@ def main() -> None:
                   f"latency p50 {run['latency_ms_p50']:.1f} ms, p99 {run['latency_ms_p99']:.1f} ms; "
                   f"engine {run['engine_ms_p50']:.1f} ms)")
     fps = live.get("fps", s["fps"])
+    t16 = rows.get("teacher-bf16")
     print(json.dumps({"fps": fps, "speedup_vs_teacher": fps / t["fps"], "psnr": s["psnr"], "teacher_psnr": t["psnr"],
                       "warp_error": s["warp_error"], "teacher_warp_error": t["warp_error"],
                       "style_accuracy": s["style_accuracy"], "teacher_fps": t["fps"], "clip_fps": s["fps"],
                       "live": live, "live_sequential": sequential,
                       "speedup_vs_teacher_sequential": sequential["fps"] / t["fps"] if sequential else None,
+                      "teacher_bf16_fps": t16["fps"] if t16 else None,
+                      "speedup_vs_teacher_bf16": fps / t16["fps"] if t16 else None,
                       "backend": a.backend, "size": a.size, "clips": a.clips, "frames": a.frames,
                       "data": data if a.data else "generated", "stages": rows, "threads": torch.get_num_threads()}))
 
@@ -189,7 +204,7 @@ def _first_clip(data: str) -> dict:
 
 
 def _calls(name: str, renderer) -> int:
-    if name == "teacher":
+    if name.startswith("teacher"):
         s = renderer.sampler
         return s.steps * (2 if s.guidance != 1 else 1)
     return renderer.steps * (2 if renderer.guidance != 1 else 1)

@@ -2,10 +2,12 @@
 guidance, so 100 network calls per window), parameters, and peak resident memory.
 
 Usage: python bench/teacher.py [--weights weights/teacher] [--frames 16] [--steps 50] [--size 128]
+                              [--precision fp32|bf16]
 
 A synthetic G-buffer clip (a live engine stream rendered on the spot when EGL works, random
 arrays otherwise) of ``--frames`` frames goes through the full renderer: G-buffer latents, the
-sampler, and the decoder; s_per_frame = wall time / frames (fp32, torch threads = cores).
+sampler, and the decoder; s_per_frame = wall time / frames (torch threads = cores; the network
+calls in ``--precision``: fp32 by default, bf16 autocast pays off on CPUs with native bf16).
 Without shipped weights the default teacher config is timed with random weights (reported in
 ``weights``). Prints a line of text, then one JSON object as its last line.
 """
@@ -51,6 +53,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--guidance", type=float, default=2.0)
     p.add_argument("--size", type=int, default=128)
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     a = p.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     from alaya.codecs.autoencoder import Autoencoder
@@ -61,7 +64,8 @@ def main() -> None:
     shipped = (Path(a.weights) / "model.safetensors").exists()
     teacher = Teacher.from_pretrained(a.weights) if shipped else Teacher(teacher_config("small"))
     renderer = TeacherRenderer(teacher, Autoencoder.from_pretrained(a.autoencoder),
-                               sampler=SamplerConfig(steps=a.steps, guidance=a.guidance, window=a.frames))
+                               sampler=SamplerConfig(steps=a.steps, guidance=a.guidance, window=a.frames,
+                                                     precision=a.precision))
     clip, source = gbuffer_clip(a.frames, a.size)
     renderer.encoder.encode("a clear sunny noon")           # load the text model outside the timing
     with torch.no_grad():
@@ -73,11 +77,11 @@ def main() -> None:
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = {"s_per_frame": round(seconds / a.frames, 4), "params": sum(q.numel() for q in teacher.parameters()),
               "peak_rss_mb": round(rss_kb / 1024, 1), "size": a.size, "steps": a.steps,
-              "guidance": a.guidance, "frames": a.frames, "network_calls": 2 * a.steps if a.guidance != 1 else a.steps,
+              "guidance": a.guidance, "precision": a.precision, "frames": a.frames, "network_calls": 2 * a.steps if a.guidance != 1 else a.steps,
               "weights": a.weights if shipped else "random (no shipped weights)", "gbuffer_source": source,
               "threads": torch.get_num_threads()}
     print(f"teacher: {result['s_per_frame']:.3f} s/frame at {a.size}px, {a.steps} steps, "
-          f"guidance {a.guidance}; {result['params']:,} params; peak RSS {result['peak_rss_mb']} MB")
+          f"guidance {a.guidance}, {a.precision}; {result['params']:,} params; peak RSS {result['peak_rss_mb']} MB")
     print(json.dumps(result))
 
 

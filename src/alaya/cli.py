@@ -71,7 +71,7 @@ def _renderer(model: str, weights: str | None, autoencoder: str, sampler, backen
 def _sampler(a: argparse.Namespace):
     from alaya.renderers import SamplerConfig
     return SamplerConfig(steps=a.steps, guidance=a.guidance, sampler=a.sampler, shift=a.shift,
-                         window=a.window, noise_scale=a.noise_scale)
+                         window=a.window, noise_scale=a.noise_scale, precision=a.precision)
 
 
 def _render(a: argparse.Namespace) -> int:
@@ -251,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--window", type=int, default=16, help="frames generated jointly")
         q.add_argument("--noise-scale", type=float, default=1.0,
                        help="teacher: scale of the starting noise (< 1: less spread, nearer the mean)")
+        q.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                       help="teacher: its network calls in fp32 or bf16 autocast (faster on CPUs with native bf16)")
         q.add_argument("--seed", type=int, default=0)
 
     r = sub.add_parser("render", help="G-buffers + a prompt -> video (mp4, gif or png frames)")

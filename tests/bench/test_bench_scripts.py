@@ -37,19 +37,22 @@ def test_codec_bench_prints_json():
 def test_teacher_bench_prints_json():
     r = last_json(["bench/teacher.py", "--frames", "2", "--steps", "2", "--size", "32"])
     assert r["s_per_frame"] > 0 and r["params"] > 100_000 and r["peak_rss_mb"] > 50
-    assert r["network_calls"] == 4 and r["size"] == 32
+    assert r["network_calls"] == 4 and r["size"] == 32 and r["precision"] == "fp32"
 
 
 @pytest.mark.skipif(not (ROOT / "weights" / "student" / "model.safetensors").exists(),
                     reason="student weights not shipped")
 def test_flash_ablation_bench_prints_json():
     r = last_json(["bench/flash_ablation.py", "--clips", "1", "--frames", "2", "--size", "32",
-                   "--teacher-steps", "2", "--live-frames", "3", "--compare", "again=weights/student"])
+                   "--teacher-steps", "2", "--live-frames", "3", "--compare", "again=weights/student",
+                   "--teacher-bf16", "on"])
     for key in ("fps", "speedup_vs_teacher", "psnr", "teacher_psnr", "warp_error", "teacher_warp_error",
                 "style_accuracy"):
         assert key in r
     assert r["fps"] > 0 and r["speedup_vs_teacher"] > 1 and 0 <= r["style_accuracy"] <= 1
-    assert set(r["stages"]) == {"teacher", "again", "tiny-fp32", "tiny"} and r["live"]["frames"] == 3
+    assert set(r["stages"]) == {"teacher", "teacher-bf16", "again", "tiny-fp32", "tiny"} and r["live"]["frames"] == 3
+    assert r["teacher_bf16_fps"] == r["stages"]["teacher-bf16"]["fps"] > 0
+    assert r["speedup_vs_teacher_bf16"] == pytest.approx(r["fps"] / r["teacher_bf16_fps"])
     assert r["stages"]["again"]["psnr"] == r["stages"]["tiny"]["psnr"]     # the same student, the same frames
 
 

@@ -57,6 +57,21 @@ def test_noise_scale_zero_removes_the_seed_and_bad_scales_are_refused(tiny_weigh
         SamplerConfig(noise_scale=1.5)
 
 
+def test_bf16_precision_runs_the_network_in_bf16_and_stays_close(tiny_weights, tiny_dataset):
+    """bf16 autocast changes the teacher's arithmetic (the latents differ from fp32's), not its
+    result (close to fp32's); the sampler's state stays fp32; other precisions are refused."""
+    clip = clip_of(tiny_dataset)
+    fp32, bf16 = renderer(tiny_weights), renderer(tiny_weights, precision="bf16")
+    g = fp32.gbuffer_latents(clip)
+    text = fp32.encoder.encode("toon")[0]
+    a, b = fp32.sample_latents(g, text, seed=3), bf16.sample_latents(g, text, seed=3)
+    assert a.dtype == b.dtype == torch.float32
+    assert not torch.equal(a, b)
+    assert (a - b).abs().max() < 0.05 * a.abs().max()
+    with pytest.raises(ValueError, match="precision"):
+        SamplerConfig(precision="fp16")
+
+
 def test_windows_cover_every_frame(tiny_weights, tiny_dataset):
     clip = clip_of(tiny_dataset)
     out = renderer(tiny_weights, window=2).render(clip, "toon", seed=0)

@@ -25,6 +25,7 @@ from alaya.models.teacher import Teacher
 from alaya.text import PromptEncoder
 
 SAMPLERS = {"euler": sample_euler, "heun": sample_heun}
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 
 
 @dataclass
@@ -36,6 +37,9 @@ class SamplerConfig:
     window: int = 16               # frames generated jointly
     noise_scale: float = 1.0       # the starting noise's scale (a temperature): < 1 trades the
                                    # samples' spread for fidelity to the conditional mean
+    precision: str = "fp32"        # the teacher's network calls: "fp32", or "bf16" (CPU autocast: ~1.5x
+                                   # faster on CPUs with native bf16, emulated and slower elsewhere);
+                                   # the latents are integrated in fp32 either way
 
     def __post_init__(self):
         if self.sampler not in SAMPLERS:
@@ -44,6 +48,8 @@ class SamplerConfig:
             raise ValueError(f"steps and window must be >= 1, got {self.steps}, {self.window}")
         if not 0.0 <= self.noise_scale <= 1.0:
             raise ValueError(f"noise_scale must be in [0, 1], got {self.noise_scale}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got '{self.precision}'")
 
 
 class TeacherRenderer:
@@ -94,9 +100,16 @@ class TeacherRenderer:
             vf = None if view is None else self.teacher.view_features(view[None, a:a + s.window], zw.shape)
             cond = {"gbuffer": gw, "text": text, "view_features": vf,
                     "uncond": {"gbuffer": gw, "text": torch.zeros_like(text), "view_features": vf}}
-            z = SAMPLERS[s.sampler](lambda z, t, **c: self.teacher(z, t, **c), zw, ts, cond, s.guidance)
+            z = SAMPLERS[s.sampler](self._call, zw, ts, cond, s.guidance)
             out.append(z[0])
         return torch.cat(out)
+
+    def _call(self, z: torch.Tensor, t: torch.Tensor, **cond) -> torch.Tensor:
+        """One teacher call at the sampler's precision; the velocity comes back in fp32, so the
+        sampler's state stays fp32."""
+        dtype = PRECISIONS[self.sampler.precision]
+        with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            return self.teacher(z, t, **cond).float()
 
     @torch.no_grad()
     def decode(self, z: torch.Tensor) -> np.ndarray:
