@@ -1,6 +1,7 @@
 """Flash ablation: the teacher and the student after each distillation stage, in one run, on the
 same held-out clips — frames per second end to end (G-buffer in, RGB out), PSNR against the
-reference renderer, warping error and style accuracy — then the final student on a live engine
+reference renderer, warping error, sharpness against the reference's (``metrics.sharpness_ratio``:
+below 1 blurrier) and style accuracy — then the final student on a live engine
 stream (physics + raster + student + decode), median FPS over ``--live-frames`` frames: in a
 ``StreamPipeline`` as ``alaya play`` runs it (the JSON's ``fps`` and ``speedup_vs_teacher``), and
 one frame after the other (``live_sequential``, ``speedup_vs_teacher_sequential``).
@@ -166,17 +167,18 @@ def main() -> None:
         res = evaluate_renderer(lambda clip, style, prompt, seed: r.render(clip, prompt, seed), cfg, progress=False)
         rows[name] = {"fps": 1 / res["s_per_frame"], "psnr": res["psnr"], "ssim": res["ssim"],
                       "warp_error": res["warp_error"], "style_accuracy": res["style_accuracy"],
+                      "sharpness_ratio": res["sharpness_ratio"],
                       "calls_per_frame": _calls(name, r)}
     live, sequential = {}, {}
     if a.live_frames > 0:
         sequential = live_fps(a.student, a.live_frames, a.size, a.backend, pipelined=False)
         live = live_fps(a.student, a.live_frames, a.size, a.backend, pipelined=True)
     t, s = rows["teacher"], rows["tiny"]
-    print("| renderer | calls/frame | FPS (clips) | PSNR | SSIM | warp error | style acc |")
-    print("|---|---|---|---|---|---|---|")
+    print("| renderer | calls/frame | FPS (clips) | PSNR | SSIM | warp error | sharpness | style acc |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, r in rows.items():
         print(f"| {name} | {r['calls_per_frame']} | {r['fps']:.2f} | {r['psnr']:.2f} | {r['ssim']:.3f} | "
-              f"{r['warp_error']:.4f} | {r['style_accuracy']:.3f} |")
+              f"{r['warp_error']:.4f} | {r['sharpness_ratio']:.2f} | {r['style_accuracy']:.3f} |")
     for title, run in (("pipelined (StreamPipeline, as alaya play)", live), ("one frame after the other", sequential)):
         if run:
             print(f"\nlive engine stream, final student ({a.backend}), {title}: {run['fps']:.1f} FPS median over "

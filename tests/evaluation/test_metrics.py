@@ -47,6 +47,24 @@ def test_psnr_value():
     assert float(M.psnr(a + 0.1, a)[0]) == pytest.approx(20.0, abs=1e-4)   # mse 0.01
 
 
+def test_sharpness_ratio_sees_blur_that_psnr_rewards():
+    """A blurred copy of a grainy reference scores a higher PSNR than an equally grainy
+    independent sample, and a sharpness ratio below that sample's (~1)."""
+    g = torch.Generator().manual_seed(1)
+    base = texture(32, 48)
+    ref = (base + 0.1 * torch.randn(1, 3, 32, 48, generator=g)).clamp(0, 1)
+    sample = (base + 0.1 * torch.randn(1, 3, 32, 48, generator=g)).clamp(0, 1)
+    blurred = torch.nn.functional.avg_pool2d(ref, 3, 1, 1, count_include_pad=False)
+    assert M.psnr(blurred, ref)[0] > M.psnr(sample, ref)[0]
+    assert M.sharpness_ratio(ref, ref) == 1.0
+    assert M.sharpness_ratio(blurred, ref) < 0.3
+    assert 0.8 < M.sharpness_ratio(sample, ref) < 1.25
+    flat = torch.full((1, 3, 8, 8), 0.5)
+    assert M.sharpness_ratio(flat, flat) == 1.0 and M.sharpness_ratio(texture(8, 8), flat) == float("inf")
+    with pytest.raises(ValueError, match="expected"):
+        M.sharpness_ratio(ref, ref[:, :2])
+
+
 def test_warp_error_is_zero_for_frames_that_follow_the_motion():
     seq = moving_sequence()
     T, _, h, w = seq.shape

@@ -25,14 +25,15 @@ def config(data, **kw):
 
 def test_reference_is_perfect_and_recognised(styles128_dataset, tmp_path):
     r = evaluate_renderer(reference_renderer, config(styles128_dataset), progress=False)
-    assert r["psnr"] == 100.0 and r["ssim"] > 0.999 and r["flicker"] == 0.0
+    assert r["psnr"] == 100.0 and r["ssim"] > 0.999 and r["flicker"] == 0.0 and r["sharpness_ratio"] == 1.0
     assert r["warp_error"] == pytest.approx(r["reference_warp_error"])
     assert r["style_accuracy"] >= 0.9
     assert r["style_accuracy_paraphrase"] == r["style_accuracy"]   # the oracle ignores prompts
     report = write_report(r, tmp_path / "report", "reference")
     assert "| **all** |" in report.read_text()
     data = json.loads((tmp_path / "report" / "results.json").read_text())
-    for key in ("psnr", "ssim", "warp_error", "flicker", "style_accuracy", "style_accuracy_paraphrase"):
+    for key in ("psnr", "ssim", "warp_error", "flicker", "sharpness_ratio", "style_accuracy",
+                "style_accuracy_paraphrase"):
         assert key in data
     assert (tmp_path / "report" / "side_by_side.png").stat().st_size > 1000
 

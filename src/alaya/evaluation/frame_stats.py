@@ -5,8 +5,6 @@ ratios and colour drift over a long rollout; per-frame PSNR and SSIM of two vide
 from __future__ import annotations
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from alaya.evaluation import metrics as M
 
@@ -15,10 +13,7 @@ def frame_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
     """Per frame of uint8 (N, H, W, 3): ``brightness`` (N,) mean luma in [0, 1], ``sharpness``
     (N,) variance of the 4-neighbour Laplacian of luma, ``colour`` (N, 3) mean RGB in [0, 1]."""
     x = M.frames_to_tensor(frames)
-    y = M.luminance(x)
-    k = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]]).view(1, 1, 3, 3)
-    lap = F.conv2d(F.pad(y, (1, 1, 1, 1), mode="replicate"), k)
-    return {"brightness": y.mean((1, 2, 3)).numpy(), "sharpness": lap.flatten(1).var(1).numpy(),
+    return {"brightness": M.luminance(x).mean((1, 2, 3)).numpy(), "sharpness": M.laplacian_variance(x).numpy(),
             "colour": x.mean((2, 3)).numpy()}
 
 

@@ -3,7 +3,8 @@
 For the first ``clips`` clips of a split and every style, the renderer gets the clip's G-buffer
 and a prompt — one of the style's training phrasings from ``dataset.json`` — and its frames are
 compared with the reference render of that style: PSNR, SSIM, warping error, flicker, structure
-F1 (``alaya.evaluation.metrics``) and the style classifier's accuracy. A second pass prompts
+F1, sharpness against the reference's (``alaya.evaluation.metrics``) and the style classifier's
+accuracy. A second pass prompts
 with held-out paraphrases (``paraphrases.json``, checked to appear nowhere in ``dataset.json``)
 for ``style_accuracy_paraphrase``. Results are averaged per style and overall.
 
@@ -126,6 +127,7 @@ def evaluate_renderer(render: RenderFn, cfg: RenderEvalConfig, progress: bool = 
                    "psnr": float(M.psnr(out, ref).mean()), "ssim": float(M.ssim(out, ref).mean()),
                    "warp_error": M.warp_error(out, gbuffer, mask), "flicker": M.flicker(out, ref),
                    "structure_f1": M.structure_f1(out, gbuffer, edges),
+                   "sharpness_ratio": M.sharpness_ratio(out, ref),
                    "style_accuracy": float(np.mean([p == style for p in pred])),
                    "reference_warp_error": M.warp_error(ref, gbuffer, mask),
                    "reference_structure_f1": M.structure_f1(ref, gbuffer, edges)}
