@@ -143,8 +143,9 @@ def main() -> None:
                                                                                   window=a.frames))}
     from alaya.train.loop import cpu_info
     if a.teacher_bf16 == "on" or (a.teacher_bf16 == "auto" and cpu_info()[1]):
-        renderers["teacher-bf16"] = TeacherRenderer.from_pretrained(
-            a.teacher, a.autoencoder, encoder=encoder,
+        fp32 = renderers["teacher"]           # the same modules, its calls in bf16 autocast
+        renderers["teacher-bf16"] = TeacherRenderer(
+            fp32.teacher, fp32.autoencoder, encoder=encoder,
             sampler=SamplerConfig(steps=a.teacher_steps, guidance=2.0, window=a.frames, precision="bf16"))
     for item in filter(None, a.stages.split(",")):
         name, folder = item.split("=", 1)
@@ -206,7 +207,8 @@ def _first_clip(data: str) -> dict:
 
 
 def _calls(name: str, renderer) -> int:
-    if name.startswith("teacher"):
+    from alaya.renderers import TeacherRenderer
+    if isinstance(renderer, TeacherRenderer):
         s = renderer.sampler
         return s.steps * (2 if s.guidance != 1 else 1)
     return renderer.steps * (2 if renderer.guidance != 1 else 1)

@@ -70,6 +70,12 @@ def _renderer(model: str, weights: str | None, autoencoder: str, sampler, backen
 
 def _sampler(a: argparse.Namespace):
     from alaya.renderers import SamplerConfig
+    if a.precision == "bf16":
+        from alaya.train.loop import cpu_info
+        name, native = cpu_info()
+        if native is False:
+            print(f"warning: --precision bf16 on a CPU without native bf16 ({name or 'unknown'}): autocast is "
+                  "emulated there and slower than fp32", file=sys.stderr)
     return SamplerConfig(steps=a.steps, guidance=a.guidance, sampler=a.sampler, shift=a.shift,
                          window=a.window, noise_scale=a.noise_scale, precision=a.precision)
 
@@ -251,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--window", type=int, default=16, help="frames generated jointly")
         q.add_argument("--noise-scale", type=float, default=1.0,
                        help="teacher: scale of the starting noise (< 1: less spread, nearer the mean)")
-        q.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+        q.add_argument("--precision", default="fp32", choices=["bf16", "fp32"],
                        help="teacher: its network calls in fp32 or bf16 autocast (faster on CPUs with native bf16)")
         q.add_argument("--seed", type=int, default=0)
 

@@ -80,3 +80,25 @@ def test_serve_bench_prints_json():
     r = last_json(["bench/serve.py", "--frames", "8", "--warmup", "2", "--size", "32"])
     assert r["fps"] > 0 and r["lockstep_fps"] > 0 and r["lockstep_p99_ms"] >= r["lockstep_p50_ms"] > 0
     assert r["streaming"]["frames"] == r["lockstep"]["frames"] == 8
+
+
+@pytest.mark.skipif(not (ROOT / "weights" / "student" / "model.safetensors").exists(),
+                    reason="student weights not shipped")
+def test_flash_budget_bench_adds_up():
+    """The bound follows from the measured parts: the sampler's chain on one core, the rest of the
+    frame's work shared over the cores; the teacher frame is its calls' time."""
+    r = last_json(["bench/flash_budget.py", "--frames", "3", "--size", "32", "--window", "2",
+                   "--teacher-steps", "3", "--cores", "2", "--teacher-bf16", "on"])
+    parts = [r[f"{k}_ms"] for k in ("engine", "prepare", "sample", "decode")]
+    assert all(p > 0 for p in parts)
+    assert r["total_ms"] == pytest.approx(sum(parts))
+    assert r["other_ms"] == pytest.approx(sum(parts) - r["sample_ms"])
+    assert r["bound_frame_ms"] == pytest.approx(max(r["sample_ms"], sum(parts) / 2))
+    assert r["bound_fps"] == pytest.approx(1000 / r["bound_frame_ms"])
+    assert r["teacher_calls"] == 6
+    for precision in ("fp32", "bf16"):
+        t = r["teacher"][precision]
+        assert t["frame_ms"] == pytest.approx(6 * t["call_ms"] / 2)
+    assert r["bound_speedup"] == pytest.approx(r["teacher"]["fp32"]["frame_ms"] / r["bound_frame_ms"])
+    assert r["frame_ms_for_100x"] == pytest.approx(r["teacher"]["fp32"]["frame_ms"] / 100)
+    assert r["bound_speedup_bf16"] == pytest.approx(r["teacher"]["bf16"]["frame_ms"] / r["bound_frame_ms"])

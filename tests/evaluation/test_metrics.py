@@ -60,7 +60,11 @@ def test_sharpness_ratio_sees_blur_that_psnr_rewards():
     assert M.sharpness_ratio(blurred, ref) < 0.3
     assert 0.8 < M.sharpness_ratio(sample, ref) < 1.25
     flat = torch.full((1, 3, 8, 8), 0.5)
-    assert M.sharpness_ratio(flat, flat) == 1.0 and M.sharpness_ratio(texture(8, 8), flat) == float("inf")
+    assert M.sharpness_ratio(flat, flat) == 1.0
+    speck = flat.clone()
+    speck[..., 4, 4] += 1 / 255                       # one grey level on one pixel: still about flat
+    assert M.sharpness_ratio(speck, flat) < 1.2 and M.sharpness_ratio(flat, speck) > 0.8
+    assert 10 < M.sharpness_ratio(texture(8, 8), flat) < float("inf")
     with pytest.raises(ValueError, match="expected"):
         M.sharpness_ratio(ref, ref[:, :2])
 

@@ -62,9 +62,22 @@ def test_bf16_precision_runs_the_network_in_bf16_and_stays_close(tiny_weights, t
     result (close to fp32's); the sampler's state stays fp32; other precisions are refused."""
     clip = clip_of(tiny_dataset)
     fp32, bf16 = renderer(tiny_weights), renderer(tiny_weights, precision="bf16")
+    seen = {}
+
+    def record(name):
+        def hook(module, inputs, output):        # returns None: the output is left as it is
+            seen.setdefault(name, output.dtype)
+        return hook
+    for name, r in (("fp32", fp32), ("bf16", bf16)):
+        r.teacher.stem.register_forward_hook(record(name))
     g = fp32.gbuffer_latents(clip)
     text = fp32.encoder.encode("toon")[0]
     a, b = fp32.sample_latents(g, text, seed=3), bf16.sample_latents(g, text, seed=3)
+    assert seen == {"fp32": torch.float32, "bf16": torch.bfloat16}     # the network itself ran in bf16
+    T, _, h, w = g.shape
+    z = torch.randn(1, T, bf16.teacher.config.latent_channels, h, w)
+    cond = {"gbuffer": g[None], "text": text[None]}
+    assert bf16._call(z, torch.full((1,), 0.5), **cond).dtype == torch.float32   # velocities come back fp32
     assert a.dtype == b.dtype == torch.float32
     assert not torch.equal(a, b)
     assert (a - b).abs().max() < 0.05 * a.abs().max()

@@ -15,11 +15,12 @@ pixels, the surface at (x, y) in frame t was at (x + dx, y + dy) in frame t − 
   does not. Zero for the reference itself.
 - ``structure_f1``: F1 between the output's luminance edges and the G-buffer's
   discontinuities (depth jumps, creases, material and object borders), with a 1-px tolerance.
-- ``laplacian_variance`` and ``sharpness_ratio``: fine detail, the variance of luma's
+- ``laplacian_variance`` and ``sharpness_ratio``: high-frequency energy, the variance of luma's
   4-neighbour Laplacian, per frame and as the output's mean over the reference's. PSNR against
   one reference rewards blur (a sample near the conditional mean scores higher than a sharper,
   equally plausible one); this ratio shows it: below 1 is blurrier than the reference, above 1
-  grainier.
+  has more high-frequency energy (detail, grain, noise or artefacts such as block seams: it
+  counts edges, not whether they are right).
 """
 
 from __future__ import annotations
@@ -74,13 +75,16 @@ def laplacian_variance(x: torch.Tensor) -> torch.Tensor:
     return lap.flatten(1).var(1)
 
 
+SHARPNESS_FLOOR = (1 / 255) ** 2   # one grey level's Laplacian energy: below it a frame counts as flat
+
+
 def sharpness_ratio(frames: torch.Tensor, reference: torch.Tensor) -> float:
-    """Mean ``laplacian_variance`` of ``frames`` over that of ``reference`` (same shape): 1 for
-    the reference itself, below 1 for blurrier frames; inf for a detailed output of a flat
-    reference, 1 where both are flat."""
+    """Mean ``laplacian_variance`` of ``frames`` over that of ``reference`` (same shape), each
+    floored at ``SHARPNESS_FLOOR``: 1 for the reference itself and where both are flat, below 1
+    for blurrier frames, finite for a detailed output of a flat reference."""
     _check_pair(frames, reference)
     out, ref = float(laplacian_variance(frames).mean()), float(laplacian_variance(reference).mean())
-    return out / ref if ref > 0 else (1.0 if out == 0 else float("inf"))
+    return max(out, SHARPNESS_FLOOR) / max(ref, SHARPNESS_FLOOR)
 
 
 def warp_backward(prev: torch.Tensor, motion: np.ndarray | torch.Tensor, mode: str = "bilinear") -> torch.Tensor:
