@@ -69,10 +69,10 @@ def student_parts(folder: str, backend: str, frames: int, size: int, warm: int =
     return {k: float(np.median(v) * 1e3) for k, v in out.items()}
 
 
-def teacher_call_ms(folder: str, window: int, size: int, bf16: bool, repeats: int = 5) -> float:
-    """Median ms of one teacher network call on a ``window``-frame window of random inputs."""
-    from alaya.models.teacher import Teacher
-    teacher = Teacher.from_pretrained(folder).eval()
+def teacher_call_ms(teacher, window: int, size: int, precision: str, repeats: int = 5) -> float:
+    """Median ms of one ``teacher`` network call on a ``window``-frame window of random inputs, at
+    ``precision`` (as the teacher renderer calls it)."""
+    from alaya.renderers.teacher import precision_autocast
     c, h = teacher.config, size // 8
     z = torch.randn(1, window, c.latent_channels, h, h)
     g = torch.randn(1, window, c.gbuffer_channels, h, h)
@@ -80,7 +80,7 @@ def teacher_call_ms(folder: str, window: int, size: int, bf16: bool, repeats: in
     view = torch.zeros(1, window, c.view_channels, size, size) if c.view_channels else None
     t = torch.full((1,), 0.5)
     times = []
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    with torch.no_grad(), precision_autocast(precision):
         for i in range(repeats + 1):
             t0 = time.perf_counter()
             teacher(z, t, g, text, view=view)
@@ -115,15 +115,17 @@ def main() -> None:
     if a.frames < 1 or a.window < 1 or a.teacher_steps < 1:
         raise SystemExit("--frames, --window and --teacher-steps must be >= 1")
     from alaya.engine.raster import share_cores_with_a_model
-    from alaya.train.loop import cpu_info
+    from alaya.models.teacher import Teacher
+    from alaya.train.loop import wants_bf16
     share_cores_with_a_model()
     parts = student_parts(a.student, a.backend, a.frames, a.size)
     torch.set_num_threads(os.cpu_count() or 1)
     calls = 2 * a.teacher_steps
-    precisions = ["fp32"] + (["bf16"] if a.teacher_bf16 == "on" or (a.teacher_bf16 == "auto" and cpu_info()[1]) else [])
+    precisions = ["fp32"] + (["bf16"] if wants_bf16(a.teacher_bf16) else [])
+    model = Teacher.from_pretrained(a.teacher).eval()          # loaded once for every precision
     teacher = {}
     for precision in precisions:
-        call = teacher_call_ms(a.teacher, a.window, a.size, precision == "bf16")
+        call = teacher_call_ms(model, a.window, a.size, precision)
         teacher[precision] = {"call_ms": call, "call_ms_per_frame": call / a.window,
                               "frame_ms": calls * call / a.window}
     result = {**{f"{k}_ms": v for k, v in parts.items()}, **budget(parts, teacher["fp32"]["frame_ms"], a.cores)}

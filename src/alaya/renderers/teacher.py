@@ -29,6 +29,13 @@ SAMPLERS = {"euler": sample_euler, "heun": sample_heun}
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
+def precision_autocast(precision: str, device_type: str = "cpu") -> torch.autocast:
+    """The autocast context a teacher call runs in at ``precision`` (a key of ``PRECISIONS``;
+    fp32: autocast off)."""
+    dtype = PRECISIONS[precision]
+    return torch.autocast(device_type, dtype=dtype, enabled=dtype != torch.float32)
+
+
 @dataclass
 class SamplerConfig:
     steps: int = 50
@@ -108,8 +115,7 @@ class TeacherRenderer:
     def _call(self, z: torch.Tensor, t: torch.Tensor, **cond) -> torch.Tensor:
         """One teacher call at the sampler's precision; the velocity comes back in fp32, so the
         sampler's state stays fp32."""
-        dtype = PRECISIONS[self.sampler.precision]
-        with torch.autocast(z.device.type, dtype=dtype, enabled=dtype != torch.float32):
+        with precision_autocast(self.sampler.precision, z.device.type):
             return self.teacher(z, t, **cond).float()
 
     @torch.no_grad()

@@ -107,6 +107,13 @@ def cpu_info(path: str = "/proc/cpuinfo") -> tuple[str, bool | None]:
     return name, any(f in flags for f in ("avx512_bf16", "amx_bf16", "bf16"))
 
 
+def wants_bf16(choice: str) -> bool:
+    """A bench's ``auto`` / ``on`` / ``off`` choice for bf16: ``auto`` where the CPU has native bf16."""
+    if choice not in ("auto", "on", "off"):
+        raise ValueError(f"bf16 choice must be auto, on or off, got '{choice}'")
+    return choice == "on" or (choice == "auto" and bool(cpu_info()[1]))
+
+
 def hardware_line(device: torch.device, bf16: bool, world_size: int = 1) -> str:
     """What a run trained on, for its model card: e.g. '1 x NVIDIA H200, PyTorch 2.11.0, bf16 autocast'."""
     precision = "bf16 autocast" if bf16 else "fp32"
