@@ -21,14 +21,15 @@ def _datagen(a: argparse.Namespace) -> int:
 
 
 def _validate(a: argparse.Namespace) -> int:
-    from alaya.data.validate import validate_dataset
-    errors = validate_dataset(a.root, progress=not a.quiet)
+    from alaya.data.validate import is_episodes_folder, validate_folder
+    errors = validate_folder(a.root, progress=not a.quiet)
     for e in errors:
         print(e, file=sys.stderr)
     if errors:
         print(f"{a.root}: {len(errors)} problem(s)", file=sys.stderr)
         return 1
-    print(f"{a.root}: every clip matches the contract")
+    what = "episode matches docs/episodes.md" if is_episodes_folder(a.root) else "clip matches the contract"
+    print(f"{a.root}: every {what}")
     return 0
 
 
@@ -219,8 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--quiet", action="store_true")
     g.set_defaults(func=_datagen)
 
-    v = sub.add_parser("validate", help="check every clip of a dataset against the contract")
-    v.add_argument("root")
+    v = sub.add_parser("validate", help="check every clip of a dataset against the contract (or every "
+                       "episode of an episodes folder); lists every problem")
+    v.add_argument("root", help="a dataset folder (dataset.json) or an episodes folder (episodes.json)")
     v.add_argument("--quiet", action="store_true")
     v.set_defaults(func=_validate)
 

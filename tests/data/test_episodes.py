@@ -281,3 +281,21 @@ def test_meta_and_file_must_agree(tmp_path: Path) -> None:
     (tmp_path / EPISODES_FILE).write_text("{not json")
     with pytest.raises(MetaError, match="invalid JSON"):
         read_meta(tmp_path)
+
+
+def test_every_episodes_json_problem_in_one_read(tmp_path: Path) -> None:
+    _record(_recorder(tmp_path), "ep00001")
+    meta_path = tmp_path / EPISODES_FILE
+    data = json.loads(meta_path.read_text())
+    data["fps"] = -1
+    data["kind"] = "clips"
+    data["styles"]["day"] = []
+    data["episodes"]["ep00001"]["split"] = "dev"
+    data.pop("source")
+    meta_path.write_text(json.dumps(data))
+    with pytest.raises(MetaError) as e:
+        read_meta(tmp_path)
+    fields = {p.field for p in e.value.problems}
+    assert fields == {"fps", "kind", "styles.day", "episodes.ep00001.split", "source"}, fields
+    errors = validate_episodes(tmp_path)
+    assert len(errors) == 5 and all(EPISODES_FILE in err for err in errors), errors

@@ -74,3 +74,40 @@ def test_bad_meta(tmp_path: Path) -> None:
     (root / "dataset.json").write_text(json.dumps(data))
     errors = validate_dataset(root, progress=False)
     assert len(errors) == 1 and "dataset.json" in errors[0] and "'width'" in errors[0]
+
+
+def test_every_meta_problem_in_one_run(tmp_path: Path) -> None:
+    root = _dataset(tmp_path)
+    data = json.loads((root / "dataset.json").read_text())
+    data["width"] = -1
+    data["fps"] = "fast"
+    data["colour"] = 1
+    data.pop("name")
+    data["styles"][next(iter(data["styles"]))]["phrasings"] = ["a"]
+    data["materials"][0]["albedo"] = [1, 2, 3]
+    data["materials"][1]["roughness"] = 7
+    first = next(iter(data["clips"]))
+    data["clips"][first]["seed"] = "x"
+    data["actions"] = []
+    (root / "dataset.json").write_text(json.dumps(data))
+    errors = validate_dataset(root, progress=False)
+    style = next(iter(data["styles"]))
+    fields = ["width", "fps", "colour", "name", f"styles.{style}.phrasings", "materials[0].albedo",
+              "materials[1].roughness", f"clips.{first}.seed", "actions"]
+    assert len(errors) == len(fields), errors
+    for field in fields:
+        assert any(f"field '{field}'" in e and "dataset.json" in e for e in errors), (field, errors)
+
+
+def test_broken_meta_still_checks_each_clip(tmp_path: Path) -> None:
+    root = _dataset(tmp_path)
+    data = json.loads((root / "dataset.json").read_text())
+    data["height"] = 0
+    (root / "dataset.json").write_text(json.dumps(data))
+    clip = make_synthetic_clip(T=3, H=12, W=16, S=2)
+    clip["depth"] = clip["depth"].copy()
+    clip["depth"][0, 0, 0] = np.nan
+    write_clip(root / "clips" / "synth_0001.npz", clip)
+    errors = validate_dataset(root, progress=False)
+    assert any("field 'height'" in e for e in errors), errors
+    assert any("synth_0001.npz" in e and "key 'depth'" in e for e in errors), errors

@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -26,15 +26,49 @@ META_FILE = "dataset.json"
 CLIPS_DIR = "clips"
 SPLITS = ("train", "val", "test")
 CLIP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+MISSING: Any = object()     # a field absent from the file (reported once, as 'missing')
 
 
 class MetaError(ValueError):
-    """An invalid ``dataset.json``; the message names the file and the field."""
+    """An invalid ``dataset.json``; the message names the file and the field.
+
+    Raised for the first problem found; ``problems`` holds every problem of the file (this one
+    first), each a ``MetaError`` naming its own field, so one read reports them all.
+    """
 
     def __init__(self, field: str, message: str, path: str = META_FILE) -> None:
         self.field = field
         self.path = path
+        self.problems: list[MetaError] = [self]
         super().__init__(f"{path}: field '{field}': {message}")
+
+
+class Problems(list):
+    """Collects ``MetaError``s: ``check(fn, *args)`` runs one check and keeps its error, so the
+    checks of independent fields all run. ``raise_first()`` raises the first (``problems`` set)."""
+
+    def check(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except MetaError as e:
+            self.append(e)
+
+    def raise_first(self) -> None:
+        if self:
+            first = self[0]
+            first.problems = list(self)
+            raise first
+
+
+def top_level_fields(data: Any, names: list[str], path: str) -> Problems:
+    """Problems of a parsed JSON file's top level: not an object, unknown and missing fields."""
+    problems = Problems()
+    if not isinstance(data, dict):
+        problems.append(MetaError("<root>", "expected a JSON object", path))
+        return problems
+    problems += [MetaError(k, "unknown field", path) for k in data if k not in names]
+    problems += [MetaError(k, "missing", path) for k in names if k not in data]
+    return problems
 
 
 @dataclass
@@ -67,18 +101,14 @@ class DatasetMeta:
 
     @classmethod
     def from_dict(cls, data: Any, path: str = META_FILE) -> DatasetMeta:
-        """Validate ``data`` (parsed JSON) and build the meta; raises ``MetaError``."""
-        if not isinstance(data, dict):
-            raise MetaError("<root>", "expected a JSON object", path)
+        """Validate ``data`` (parsed JSON) and build the meta; raises ``MetaError`` (the first
+        problem; its ``problems`` lists every one)."""
         names = [f.name for f in fields(cls)]
-        for key in data:
-            if key not in names:
-                raise MetaError(key, "unknown field", path)
-        for key in names:
-            if key not in data:
-                raise MetaError(key, "missing", path)
-        meta = cls(**{k: data[k] for k in names})
-        _validate(meta, path)
+        problems = top_level_fields(data, names, path)
+        if isinstance(data, dict):          # check the fields present, even with others missing
+            meta = cls(**{k: data.get(k, MISSING) for k in names})
+            problems += meta_problems(meta, path)
+        problems.raise_first()
         return meta
 
     def to_json(self) -> str:
@@ -112,83 +142,128 @@ def _is_rgb(x: Any, lo: float, hi: float) -> bool:
     return isinstance(x, list) and len(x) == 3 and all(_is_num(c) and lo <= c <= hi for c in x)
 
 
-def _validate_styles(styles: Any, path: str) -> None:
-    _need(isinstance(styles, dict) and len(styles) > 0, "styles", "expected a non-empty object",
+def _validate_style(name: str, style: Any, path: str) -> None:
+    f = f"styles.{name}"
+    _need(bool(name), f, "empty style name", path)
+    _need(isinstance(style, dict), f, "expected an object", path)
+    _need(isinstance(style.get("description"), str), f"{f}.description", "expected a string",
           path)
-    for name, style in styles.items():
-        f = f"styles.{name}"
-        _need(bool(name), f, "empty style name", path)
-        _need(isinstance(style, dict), f, "expected an object", path)
-        _need(isinstance(style.get("description"), str), f"{f}.description", "expected a string",
-              path)
-        ph = style.get("phrasings")
-        _need(isinstance(ph, list) and all(isinstance(s, str) and s for s in ph),
-              f"{f}.phrasings", "expected a list of non-empty strings", path)
-        _need(len(ph) >= 3, f"{f}.phrasings", f"expected at least 3 phrasings, got {len(ph)}",
-              path)
+    ph = style.get("phrasings")
+    _need(isinstance(ph, list) and all(isinstance(s, str) and s for s in ph),
+          f"{f}.phrasings", "expected a list of non-empty strings", path)
+    _need(len(ph) >= 3, f"{f}.phrasings", f"expected at least 3 phrasings, got {len(ph)}",
+          path)
 
 
-def _validate_materials(materials: Any, path: str) -> None:
-    _need(isinstance(materials, list), "materials", "expected a list", path)
-    for i, m in enumerate(materials):
-        f = f"materials[{i}]"
-        _need(isinstance(m, dict), f, "expected an object", path)
-        _need(m.get("id") == i + 1 and _is_int(m.get("id")), f"{f}.id",
-              f"ids must be 1, 2, ... in order; expected {i + 1}, got {m.get('id')!r}", path)
-        _need(isinstance(m.get("name"), str) and m["name"] != "", f"{f}.name",
-              "expected a non-empty string", path)
-        _need(_is_rgb(m.get("albedo"), 0.0, 1.0), f"{f}.albedo", "expected [r, g, b] in 0..1",
-              path)
-        for key in ("roughness", "metallic"):
-            _need(_is_num(m.get(key)) and 0 <= m[key] <= 1, f"{f}.{key}", "expected 0..1", path)
-        _need(_is_rgb(m.get("emission"), 0.0, float("inf")), f"{f}.emission",
-              "expected [r, g, b] >= 0", path)
+def _validate_material(i: int, m: Any, path: str) -> None:
+    f = f"materials[{i}]"
+    _need(isinstance(m, dict), f, "expected an object", path)
+    _need(m.get("id") == i + 1 and _is_int(m.get("id")), f"{f}.id",
+          f"ids must be 1, 2, ... in order; expected {i + 1}, got {m.get('id')!r}", path)
+    _need(isinstance(m.get("name"), str) and m["name"] != "", f"{f}.name",
+          "expected a non-empty string", path)
+    _need(_is_rgb(m.get("albedo"), 0.0, 1.0), f"{f}.albedo", "expected [r, g, b] in 0..1",
+          path)
+    for key in ("roughness", "metallic"):
+        _need(_is_num(m.get(key)) and 0 <= m[key] <= 1, f"{f}.{key}", "expected 0..1", path)
+    _need(_is_rgb(m.get("emission"), 0.0, float("inf")), f"{f}.emission",
+          "expected [r, g, b] >= 0", path)
 
 
-def _validate_clips(meta: DatasetMeta, path: str) -> None:
-    _need(isinstance(meta.clips, dict), "clips", "expected an object", path)
-    _need(isinstance(meta.splits, dict) and sorted(meta.splits) == sorted(SPLITS), "splits",
-          f"expected exactly the keys {list(SPLITS)}", path)
-    seen: dict[str, str] = {}
-    for split, ids in meta.splits.items():
-        _need(isinstance(ids, list), f"splits.{split}", "expected a list of clip ids", path)
-        for cid in ids:
-            _need(isinstance(cid, str) and cid in meta.clips, f"splits.{split}",
-                  f"clip {cid!r} is not in 'clips'", path)
-            _need(cid not in seen, f"splits.{split}", f"clip {cid!r} is also in '{seen.get(cid)}'",
-                  path)
-            seen[cid] = split
-    for cid, info in meta.clips.items():
-        f = f"clips.{cid}"
-        _need(bool(CLIP_ID_RE.match(cid)), f, "clip ids must match [A-Za-z0-9][A-Za-z0-9_.-]*",
+def _validate_split(split: str, ids: Any, clips: dict, seen: dict[str, str], path: str) -> None:
+    _need(isinstance(ids, list), f"splits.{split}", "expected a list of clip ids", path)
+    for cid in ids:
+        _need(isinstance(cid, str) and cid in clips, f"splits.{split}",
+              f"clip {cid!r} is not in 'clips'", path)
+        _need(cid not in seen, f"splits.{split}", f"clip {cid!r} is also in '{seen.get(cid)}'",
               path)
-        _need(isinstance(info, dict), f, "expected an object", path)
-        _need(_is_int(info.get("seed")), f"{f}.seed", "expected an integer", path)
-        _need(isinstance(info.get("rig"), str), f"{f}.rig", "expected a string", path)
-        _need(info.get("split") in SPLITS, f"{f}.split", f"expected one of {list(SPLITS)}", path)
+        seen[cid] = split
+
+
+def _validate_clip(cid: str, info: Any, seen: dict[str, str] | None, path: str) -> None:
+    f = f"clips.{cid}"
+    _need(bool(CLIP_ID_RE.match(cid)), f, "clip ids must match [A-Za-z0-9][A-Za-z0-9_.-]*",
+          path)
+    _need(isinstance(info, dict), f, "expected an object", path)
+    _need(_is_int(info.get("seed")), f"{f}.seed", "expected an integer", path)
+    _need(isinstance(info.get("rig"), str), f"{f}.rig", "expected a string", path)
+    _need(info.get("split") in SPLITS, f"{f}.split", f"expected one of {list(SPLITS)}", path)
+    if seen is not None:                 # None: the splits are broken, reported on their own
         _need(seen.get(cid) == info["split"], f"{f}.split",
               f"says {info['split']!r} but splits list it under {seen.get(cid)!r}", path)
 
 
-def _validate(meta: DatasetMeta, path: str) -> None:
-    _need(meta.schema_version == SCHEMA_VERSION, "schema_version",
-          f"expected {SCHEMA_VERSION}, got {meta.schema_version!r}", path)
-    _need(isinstance(meta.name, str) and meta.name != "", "name", "expected a non-empty string",
-          path)
+def _clip_problems(meta: DatasetMeta, path: str, problems: Problems) -> None:
+    if meta.clips is MISSING or not isinstance(meta.clips, dict):
+        if meta.clips is not MISSING:
+            problems.append(MetaError("clips", "expected an object", path))
+        return
+    seen: dict[str, str] | None = None
+    if meta.splits is not MISSING:
+        if not (isinstance(meta.splits, dict) and sorted(meta.splits) == sorted(SPLITS)):
+            problems.append(MetaError("splits", f"expected exactly the keys {list(SPLITS)}", path))
+        else:
+            seen = {}
+            before = len(problems)
+            for split, ids in meta.splits.items():
+                problems.check(_validate_split, split, ids, meta.clips, seen, path)
+            if len(problems) > before:
+                seen = None
+    for cid, info in meta.clips.items():
+        problems.check(_validate_clip, cid, info, seen, path)
+
+
+def _positive_int(meta: DatasetMeta, key: str, path: str) -> None:
+    value = getattr(meta, key)
+    _need(_is_int(value) and value > 0, key, f"expected a positive integer, got {value!r}", path)
+
+
+def meta_problems(meta: DatasetMeta, path: str = META_FILE) -> Problems:
+    """Every problem of ``meta``, each a ``MetaError`` naming its field (none: valid). Fields
+    are checked independently (each style, material, split and clip on its own); a field set
+    to ``MISSING`` (absent from the file, reported by ``from_dict``) is skipped."""
+    p = Problems()
+
+    def has(key: str) -> bool:
+        return getattr(meta, key) is not MISSING
+
+    if has("schema_version"):
+        p.check(_need, meta.schema_version == SCHEMA_VERSION, "schema_version",
+                f"expected {SCHEMA_VERSION}, got {meta.schema_version!r}", path)
+    if has("name"):
+        p.check(_need, isinstance(meta.name, str) and meta.name != "", "name",
+                "expected a non-empty string", path)
     for key in ("height", "width", "frames"):
-        value = getattr(meta, key)
-        _need(_is_int(value) and value > 0, key, f"expected a positive integer, got {value!r}",
-              path)
-    _need(_is_num(meta.fps) and meta.fps > 0, "fps", f"expected a positive number, got "
-          f"{meta.fps!r}", path)
-    _validate_styles(meta.styles, path)
-    _validate_materials(meta.materials, path)
-    _validate_clips(meta, path)
-    _need(meta.actions is None or (isinstance(meta.actions, list)
-                                   and all(isinstance(a, str) for a in meta.actions)
-                                   and len(meta.actions) > 0),
-          "actions", "expected null or a non-empty list of column names", path)
-    _need(isinstance(meta.generator, dict), "generator", "expected an object", path)
+        if has(key):
+            p.check(_positive_int, meta, key, path)
+    if has("fps"):
+        p.check(_need, _is_num(meta.fps) and meta.fps > 0, "fps",
+                f"expected a positive number, got {meta.fps!r}", path)
+    if has("styles"):
+        if isinstance(meta.styles, dict) and meta.styles:
+            for name, style in meta.styles.items():
+                p.check(_validate_style, name, style, path)
+        else:
+            p.append(MetaError("styles", "expected a non-empty object", path))
+    if has("materials"):
+        if isinstance(meta.materials, list):
+            for i, m in enumerate(meta.materials):
+                p.check(_validate_material, i, m, path)
+        else:
+            p.append(MetaError("materials", "expected a list", path))
+    _clip_problems(meta, path, p)
+    if has("actions"):
+        p.check(_need, meta.actions is None or (isinstance(meta.actions, list)
+                                                and all(isinstance(a, str) for a in meta.actions)
+                                                and len(meta.actions) > 0),
+                "actions", "expected null or a non-empty list of column names", path)
+    if has("generator"):
+        p.check(_need, isinstance(meta.generator, dict), "generator", "expected an object", path)
+    return p
+
+
+def _validate(meta: DatasetMeta, path: str) -> None:
+    meta_problems(meta, path).raise_first()
 
 
 def write_meta(root: str | os.PathLike[str], meta: DatasetMeta) -> Path:

@@ -33,7 +33,8 @@ import numpy as np
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, ActionError, check_actions
 from alaya.data.clipio import ClipError, atomic_write_text, check_contract, read_npz, write_npz
-from alaya.data.dataset import CLIP_ID_RE, SPLITS, MetaError, split_for_seed
+from alaya.data.dataset import (CLIP_ID_RE, MISSING, SPLITS, MetaError, Problems, split_for_seed,
+                                top_level_fields)
 
 EPISODES_FILE = "episodes.json"
 EPISODES_DIR = "episodes"
@@ -168,17 +169,12 @@ class EpisodesMeta:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise MetaError("<root>", f"invalid JSON: {e}", path) from e
-        if not isinstance(data, dict):
-            raise MetaError("<root>", "expected a JSON object", path)
         names = [f.name for f in fields(cls)]
-        for key in data:
-            if key not in names:
-                raise MetaError(key, "unknown field", path)
-        for key in names:
-            if key not in data:
-                raise MetaError(key, "missing", path)
-        meta = cls(**{k: data[k] for k in names})
-        validate_meta(meta, path)
+        problems = top_level_fields(data, names, path)
+        if isinstance(data, dict):          # check the fields present, even with others missing
+            meta = cls(**{k: data.get(k, MISSING) for k in names})
+            problems += meta_problems(meta, path)
+        problems.raise_first()
         return meta
 
 
@@ -191,44 +187,74 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _check_style(name: str, prompts: Any, path: str) -> None:
+    _need(bool(name), "styles", "empty style name", path)
+    _need(isinstance(prompts, list) and len(prompts) > 0
+          and all(isinstance(q, str) and q.strip() for q in prompts), f"styles.{name}",
+          f"expected a non-empty list of non-empty prompt strings, got {prompts!r}", path)
+
+
+def _check_episode_entry(eid: str, info: Any, path: str) -> None:
+    f = f"episodes.{eid}"
+    _need(bool(CLIP_ID_RE.match(eid)), f, "episode ids must match [A-Za-z0-9][A-Za-z0-9_.-]*",
+          path)
+    _need(isinstance(info, dict) and sorted(info) == ["frames", "seed", "split"], f,
+          f"expected exactly the keys frames, seed, split, got {info!r}", path)
+    _need(info["split"] in SPLITS, f"{f}.split",
+          f"expected one of {list(SPLITS)}, got {info['split']!r}", path)
+    _need(_is_int(info["frames"]) and info["frames"] > 0, f"{f}.frames",
+          f"expected a positive integer, got {info['frames']!r}", path)
+    _need(info["seed"] is None or _is_int(info["seed"]), f"{f}.seed",
+          f"expected an integer or null, got {info['seed']!r}", path)
+
+
+def meta_problems(meta: EpisodesMeta, path: str = EPISODES_FILE) -> Problems:
+    """Every problem of ``meta``, each a ``MetaError`` naming its field (none: valid); each field,
+    style and episode entry is checked on its own. Fields absent from the file are skipped."""
+    p = Problems()
+
+    def has(key: str) -> bool:
+        return getattr(meta, key) is not MISSING
+
+    checks = {
+        "schema_version": (meta.schema_version == SCHEMA_VERSION,
+                           f"expected {SCHEMA_VERSION}, got {meta.schema_version!r}"),
+        "kind": (meta.kind == KIND, f"expected {KIND!r}, got {meta.kind!r}"),
+        "resolution": (isinstance(meta.resolution, list) and len(meta.resolution) == 2
+                       and all(_is_int(v) and v > 0 for v in meta.resolution),
+                       f"expected [H, W] with positive integers, got {meta.resolution!r}"),
+        "fps": (isinstance(meta.fps, (int, float)) and not isinstance(meta.fps, bool)
+                and bool(np.isfinite(meta.fps)) and meta.fps > 0,
+                f"expected a positive number, got {meta.fps!r}"),
+        "action_columns": (meta.action_columns == list(ACTION_COLUMNS),
+                           f"expected {list(ACTION_COLUMNS)}, got {meta.action_columns!r}"),
+        "event_columns": (meta.event_columns == list(EVENT_COLUMNS),
+                          f"expected {list(EVENT_COLUMNS)}, got {meta.event_columns!r}"),
+        "source": (isinstance(meta.source, str) and meta.source != "", "expected a non-empty string"),
+        "generator": (isinstance(meta.generator, dict), "expected an object"),
+    }
+    for key, (ok, message) in checks.items():
+        if has(key) and not ok:
+            p.append(MetaError(key, message, path))
+    if has("styles"):
+        if not (isinstance(meta.styles, dict) and meta.styles):
+            p.append(MetaError("styles", "expected a non-empty object", path))
+        else:
+            for name, prompts in meta.styles.items():
+                p.check(_check_style, name, prompts, path)
+    if has("episodes"):
+        if not isinstance(meta.episodes, dict):
+            p.append(MetaError("episodes", "expected an object", path))
+        else:
+            for eid, info in meta.episodes.items():
+                p.check(_check_episode_entry, eid, info, path)
+    return p
+
+
 def validate_meta(meta: EpisodesMeta, path: str = EPISODES_FILE) -> None:
-    """Check every field of ``meta``; raises ``MetaError`` naming the first bad one."""
-    _need(meta.schema_version == SCHEMA_VERSION, "schema_version",
-          f"expected {SCHEMA_VERSION}, got {meta.schema_version!r}", path)
-    _need(meta.kind == KIND, "kind", f"expected {KIND!r}, got {meta.kind!r}", path)
-    r = meta.resolution
-    _need(isinstance(r, list) and len(r) == 2 and all(_is_int(v) and v > 0 for v in r),
-          "resolution", f"expected [H, W] with positive integers, got {r!r}", path)
-    _need(isinstance(meta.fps, (int, float)) and not isinstance(meta.fps, bool)
-          and np.isfinite(meta.fps) and meta.fps > 0, "fps",
-          f"expected a positive number, got {meta.fps!r}", path)
-    _need(isinstance(meta.styles, dict) and len(meta.styles) > 0, "styles",
-          "expected a non-empty object", path)
-    for name, prompts in meta.styles.items():
-        _need(bool(name), "styles", "empty style name", path)
-        _need(isinstance(prompts, list) and len(prompts) > 0
-              and all(isinstance(p, str) and p.strip() for p in prompts), f"styles.{name}",
-              f"expected a non-empty list of non-empty prompt strings, got {prompts!r}", path)
-    _need(meta.action_columns == list(ACTION_COLUMNS), "action_columns",
-          f"expected {list(ACTION_COLUMNS)}, got {meta.action_columns!r}", path)
-    _need(meta.event_columns == list(EVENT_COLUMNS), "event_columns",
-          f"expected {list(EVENT_COLUMNS)}, got {meta.event_columns!r}", path)
-    _need(isinstance(meta.source, str) and meta.source != "", "source",
-          "expected a non-empty string", path)
-    _need(isinstance(meta.generator, dict), "generator", "expected an object", path)
-    _need(isinstance(meta.episodes, dict), "episodes", "expected an object", path)
-    for eid, info in meta.episodes.items():
-        f = f"episodes.{eid}"
-        _need(bool(CLIP_ID_RE.match(eid)), f, "episode ids must match [A-Za-z0-9][A-Za-z0-9_.-]*",
-              path)
-        _need(isinstance(info, dict) and sorted(info) == ["frames", "seed", "split"], f,
-              f"expected exactly the keys frames, seed, split, got {info!r}", path)
-        _need(info["split"] in SPLITS, f"{f}.split",
-              f"expected one of {list(SPLITS)}, got {info['split']!r}", path)
-        _need(_is_int(info["frames"]) and info["frames"] > 0, f"{f}.frames",
-              f"expected a positive integer, got {info['frames']!r}", path)
-        _need(info["seed"] is None or _is_int(info["seed"]), f"{f}.seed",
-              f"expected an integer or null, got {info['seed']!r}", path)
+    """Check every field of ``meta``; raises ``MetaError`` naming the first bad one (its
+    ``problems`` lists them all)."""
+    meta_problems(meta, path).raise_first()
 
 
 def write_meta(root: str | os.PathLike[str], meta: EpisodesMeta) -> Path:
@@ -312,11 +338,21 @@ class EpisodeDataset:
 
 
 def validate_episodes(root: str | os.PathLike[str]) -> list[str]:
-    """Every problem of an episodes folder (meta, then each listed episode); [] when valid."""
+    """Every problem of an episodes folder (every field of episodes.json at once, then each
+    listed episode with ``read_episode``'s checks and its agreement with episodes.json; with a
+    broken episodes.json, each file in episodes/ on its own); [] when valid."""
     try:
         ds = EpisodeDataset(root)
-    except MetaError as e:
-        return [str(e)]
+    except MetaError as e:              # every problem of episodes.json, then each file alone
+        errors = [str(p) for p in e.problems]
+        folder = Path(root) / EPISODES_DIR
+        for path in sorted(folder.glob("*.npz")) if folder.is_dir() else ():
+            if not path.name.startswith("."):
+                try:
+                    read_episode(path)
+                except ClipError as err:
+                    errors.append(str(err))
+        return errors
     errors = []
     for eid in ds:
         try:

@@ -1,5 +1,7 @@
 """Whole-dataset validation: meta, file listing, every clip's contract, invariants and
 consistency with ``dataset.json``. Temporary files (names starting with '.') are ignored.
+``validate_folder`` also takes an episodes folder (``episodes.json``, docs/episodes.md) and
+checks it with the episode reader's checks (``episodes.validate_episodes``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from tqdm import tqdm
 
 from alaya.data.clipio import ClipError, check_invariants, read_clip
 from alaya.data.dataset import CLIPS_DIR, META_FILE, DatasetMeta, MetaError, read_meta
+from alaya.data.episodes import EPISODES_DIR, EPISODES_FILE, validate_episodes
 
 
 def check_against_meta(
@@ -45,17 +48,47 @@ def check_against_meta(
     return errors
 
 
+def is_episodes_folder(root: str | os.PathLike[str]) -> bool:
+    """True for an episodes folder (``episodes.json`` or ``episodes/``, no ``dataset.json``):
+    what ``alaya record`` and ``alaya import video`` write (docs/episodes.md)."""
+    root = Path(root)
+    return not (root / META_FILE).exists() and (
+        (root / EPISODES_FILE).exists() or (root / EPISODES_DIR).is_dir())
+
+
+def validate_folder(root: str | os.PathLike[str], *, progress: bool = True) -> list[str]:
+    """``validate_episodes`` for an episodes folder, else ``validate_dataset``."""
+    if is_episodes_folder(root):
+        return validate_episodes(root)
+    return validate_dataset(root, progress=progress)
+
+
+def _unlisted_clip_problems(clips_dir: Path) -> list[str]:
+    """With an unusable dataset.json: each clip file's contract and invariants on its own."""
+    errors: list[str] = []
+    for path in sorted(clips_dir.glob("*.npz")) if clips_dir.is_dir() else ():
+        if path.name.startswith("."):
+            continue
+        try:
+            errors += check_invariants(read_clip(path), path=path)
+        except ClipError as e:
+            errors.append(str(e))
+    return errors
+
+
 def validate_dataset(root: str | os.PathLike[str], *, progress: bool = True) -> list[str]:
     """Check a dataset folder end to end; returns every error found ([] when valid).
 
-    Each error names the file (and the key or field). Reads every clip completely.
+    Each error names the file (and the key or field). Every problem of ``dataset.json`` is
+    reported at once; with a broken ``dataset.json`` each clip file is still checked on its own.
+    Reads every clip completely.
     """
     root = Path(root)
+    clips_dir = root / CLIPS_DIR
     try:
         meta = read_meta(root)
     except MetaError as e:
-        return [str(e)]
-    clips_dir = root / CLIPS_DIR
+        return [str(p) for p in e.problems] + _unlisted_clip_problems(clips_dir)
     if not clips_dir.is_dir():
         return [f"{clips_dir}: folder missing"]
     errors: list[str] = []
