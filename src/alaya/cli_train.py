@@ -39,6 +39,11 @@ def _train(a: argparse.Namespace) -> int:
             context_noise=0.1 if a.context_noise is None else a.context_noise, self_context=a.self_context,
             widths=tuple(int(w) for w in a.student_widths.split(",")) if a.student_widths else None,
             blocks=a.student_blocks, noise=a.noise, train=train))
+    elif a.what == "guided-decoder":
+        from alaya.train.guided_decoder import GuidedDecoderTrainConfig, train_guided_decoder
+        model = train_guided_decoder(GuidedDecoderTrainConfig(
+            data=a.data, student=a.student, out=a.out or "weights/guided_decoder",
+            gradient_weight=a.gradient_weight, train=train))
     elif a.what == "world":
         from alaya.cli_world import train_world_from_args
         model = train_world_from_args(a, train)
@@ -68,7 +73,8 @@ def add_train_command(sub) -> None:
     """The ``train`` sub-command on ``alaya``'s sub-parsers."""
     from alaya.cli_world import add_world_train_args
     tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
-    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier", "world", "idm"])
+    tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier", "world", "idm",
+                                     "guided-decoder"])
     tr.add_argument("--data", required=True, help="dataset folder (alaya datagen; world: alaya record)")
     tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
     tr.add_argument("--out", help="save_pretrained folder for the result")
@@ -121,6 +127,10 @@ def add_train_command(sub) -> None:
     tr.add_argument("--self-context", type=float, default=0.0,
                     help="student 'ar', 'guidance': share of steps whose context the student rolls out itself "
                          "(--rollout frames)")
+    tr.add_argument("--student", default="weights/student",
+                    help="guided-decoder: the student whose output latents it decodes")
+    tr.add_argument("--gradient-weight", type=float, default=1.0,
+                    help="guided-decoder: weight of the image-gradient L1 beside the pixel L1")
     tr.add_argument("--teacher-window", type=int, default=4, help="student: frames the teacher sees")
     tr.add_argument("--ema", type=float, default=0.0)
     tr.add_argument("--bf16", action="store_true")

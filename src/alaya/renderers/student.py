@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import torch
 
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.gbuffer import check_gbuffer
@@ -71,14 +72,21 @@ class StudentRenderer:
     def render(self, gbuffer: dict[str, np.ndarray], prompt: str, seed: int = 0) -> np.ndarray:
         """uint8 (T, H, W, 3) frames for a G-buffer clip (with ``motion``; with ``K`` and
         ``world_to_camera`` for a view student) and a prompt."""
+        return self.session.run(self._start(gbuffer, prompt, seed))
+
+    def latents(self, gbuffer: dict[str, np.ndarray], prompt: str, seed: int = 0) -> torch.Tensor:
+        """The student's output latents (T, C, h, w) for a clip, streamed as ``render`` streams it."""
+        return torch.cat([self.session.step_latent(f) for f in self._start(gbuffer, prompt, seed)])
+
+    def _start(self, gbuffer: dict[str, np.ndarray], prompt: str, seed: int) -> list[dict[str, np.ndarray]]:
+        """Check a clip, start a new stream with ``prompt`` and ``seed``; the clip's frames."""
         check_gbuffer(gbuffer)
         if "motion" not in gbuffer:
             raise KeyError("G-buffer is missing 'motion' (the student warps its past by it)")
         T = np.asarray(gbuffer["depth"]).shape[0]
         keys = [k for k in (*FRAME_KEYS, "world_to_camera") if k in gbuffer]
         camera = {"K": np.asarray(gbuffer["K"])} if "K" in gbuffer else {}    # a view student reads it
-        frames = [{**{k: np.asarray(gbuffer[k])[i] for k in keys}, **camera} for i in range(T)]
         self.session.seed = seed
         self.session.set_prompt(prompt)
         self.session.reset()
-        return self.session.run(frames)
+        return [{**{k: np.asarray(gbuffer[k])[i] for k in keys}, **camera} for i in range(T)]

@@ -1,0 +1,162 @@
+"""Training the G-buffer-guided decoder against the reference frames (``alaya train guided-decoder``).
+
+The decoder sees what it will see in play: the shipped student's own output latents, streamed
+clip by clip through a ``RenderSession`` with the backend ``alaya play`` uses, each (clip, style)
+prompted with one of the style's phrasings. Those latents are computed once per split and cached
+in the run folder (``latents_<split>.safetensors``), so a resumed run does not redo them. The
+target is the reference renderer's frame: the paired ground truth, not the teacher, so the
+decoder can correct what the student and its teacher get wrong wherever the G-buffer and the
+latents determine it.
+
+Loss: L1 to the reference plus ``gradient_weight`` x L1 between image gradients
+(``gradient_l1``), which penalises missing edges and texture directly (a mean-seeking L1 alone
+blurs where the input leaves doubt). Each sample decodes two consecutive frames as a stream
+(reset, then with memory), so the temporal memory is trained. A share of samples
+(``camera_dropout``) sees the camera channels zeroed: a frame from an engine that sends no
+camera.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+from tqdm import tqdm
+
+from alaya.codecs.gbuffer import PIXEL_VIEW_CHANNELS, VIEW_INPUT_CHANNELS, model_view_input
+from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig
+from alaya.data.dataset import ClipDataset, read_meta
+from alaya.nn.pretrained import atomic_save_tensors
+from alaya.renderers.student import StudentRenderer
+from alaya.train.loop import TrainConfig, Trainer, batch_to
+
+
+@dataclass
+class GuidedDecoderTrainConfig:
+    data: str
+    student: str = "weights/student"
+    backend: str = "onnx-int8"              # the student's backend for its latents (as alaya play)
+    out: str = "weights/guided_decoder"
+    max_clips: int | None = None            # per split; None: all
+    gradient_weight: float = 1.0
+    camera_dropout: float = 0.1
+    decoder: GuidedDecoderConfig | None = None
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/guided", batch_size=8,
+                                                                   lr=2e-3, warmup=200, ema=0.999))
+
+
+def gradient_l1(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean L1 between the horizontal and vertical finite differences of images (B, C, H, W)."""
+    dx = (x[..., :, 1:] - x[..., :, :-1]) - (y[..., :, 1:] - y[..., :, :-1])
+    dy = (x[..., 1:, :] - x[..., :-1, :]) - (y[..., 1:, :] - y[..., :-1, :])
+    return 0.5 * (dx.abs().mean() + dy.abs().mean())
+
+
+def psnr(x: torch.Tensor, y: torch.Tensor) -> float:
+    return float(10 * torch.log10(1 / ((x.clamp(0, 1) - y) ** 2).mean().clamp(min=1e-10)))
+
+
+class GuidedClips:
+    """A split in memory: reference frames (N, S, T, 3, H, W) uint8, guides (N, T, 17, H, W)
+    float16 and the student's latents (N, S, T, C, h, w) float16."""
+
+    def __init__(self, cfg: GuidedDecoderTrainConfig, split: str, run_dir: Path, progress: bool = True):
+        ds = ClipDataset(cfg.data)
+        self.ids = ds.ids(split)[:cfg.max_clips]
+        if not self.ids:
+            raise ValueError(f"{cfg.data}: split '{split}' has no clips")
+        meta = read_meta(cfg.data)
+        rgb, guides = [], []
+        for cid in tqdm(self.ids, desc=f"load {split}", disable=not progress):
+            clip = ds.load(cid)
+            if not rgb:
+                self.styles = [str(s) for s in clip["styles"]]
+            rgb.append(torch.from_numpy(clip["rgb"]).permute(0, 1, 4, 2, 3))
+            guides.append(model_view_input(clip, PIXEL_VIEW_CHANNELS).half())
+        self.rgb, self.guides = torch.stack(rgb), torch.stack(guides)
+        self.phrasings = {s: meta.styles[s]["phrasings"] for s in self.styles}
+        self.latents = self._latents(cfg, split, ds, run_dir, progress)
+
+    def _latents(self, cfg, split: str, ds: ClipDataset, run_dir: Path, progress: bool) -> torch.Tensor:
+        path = run_dir / f"latents_{split}.safetensors"
+        if path.exists():
+            cached = load_file(path)["latents"]
+            if cached.shape[:3] == self.rgb.shape[:3]:
+                return cached
+        renderer = StudentRenderer.from_pretrained(cfg.student, backend=cfg.backend)
+        out = []
+        rng = np.random.default_rng([cfg.train.seed, 7])
+        bar = tqdm(total=len(self.ids) * len(self.styles), desc=f"student latents {split}", disable=not progress)
+        for i, cid in enumerate(self.ids):
+            clip = ds.load(cid)
+            per_style = []
+            for style in self.styles:
+                prompt = self.phrasings[style][rng.integers(len(self.phrasings[style]))]
+                per_style.append(renderer.latents(clip, prompt, seed=i).half())
+                bar.update()
+            out.append(torch.stack(per_style))
+        bar.close()
+        latents = torch.stack(out)
+        atomic_save_tensors(path, {"latents": latents.contiguous()})
+        return latents
+
+    def batch(self, size: int, seed: int, step: int, camera_dropout: float = 0.0):
+        """Two consecutive frames per sample: latents (B, 2, C, h, w), guides (B, 2, G, H, W),
+        targets (B, 2, 3, H, W) in [0, 1]; a pure function of (seed, step)."""
+        N, S, T = self.rgb.shape[:3]
+        rng = np.random.default_rng([seed, step])
+        c, s, f = rng.integers(N, size=size), rng.integers(S, size=size), rng.integers(1, T, size=size)
+        frames = np.stack([f - 1, f], 1)
+        ci, si = c[:, None], s[:, None]
+        guide = self.guides[ci, frames].float()
+        drop = torch.from_numpy(rng.random(size) < camera_dropout)
+        guide[drop, :, :VIEW_INPUT_CHANNELS] = 0
+        return (self.latents[ci, si, frames].float(), guide, self.rgb[ci, si, frames].float() / 255)
+
+
+def decode_pairs(decoder: GuidedDecoder, latents: torch.Tensor, guides: torch.Tensor) -> torch.Tensor:
+    """Decode (B, 2, ...) frame pairs as streams from a reset: (B, 2, 3, H, W)."""
+    first, state = decoder(latents[:, 0], None, guides[:, 0])
+    second, _ = decoder(latents[:, 1], state, guides[:, 1])
+    return torch.stack([first, second], 1)
+
+
+@torch.no_grad()
+def evaluate_guided(decoder: GuidedDecoder, clips: GuidedClips, batches: int = 8, size: int = 16) -> dict[str, float]:
+    values = []
+    for i in range(batches):
+        z, g, y = batch_to(decoder, *clips.batch(size, 12345, i))
+        values.append(psnr(decode_pairs(decoder, z, g), y))
+    return {"psnr": float(np.mean(values))}
+
+
+def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
+    tc = cfg.train
+    run_dir = Path(tc.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    train = GuidedClips(cfg, "train", run_dir, tc.progress)
+    val = GuidedClips(cfg, "val", run_dir, tc.progress)
+    torch.manual_seed(tc.seed)
+    decoder = GuidedDecoder(cfg.decoder or GuidedDecoderConfig(latent_channels=train.latents.shape[3]))
+
+    def loss_fn(m: GuidedDecoder, index: int):
+        z, g, y = batch_to(m, *train.batch(tc.batch_size, tc.seed, index, cfg.camera_dropout))
+        out = decode_pairs(m, z, g).flatten(0, 1)
+        y = y.flatten(0, 1)
+        l1 = (out - y).abs().mean()
+        grad = gradient_l1(out, y)
+        return l1 + cfg.gradient_weight * grad, {"l1": float(l1.detach()), "grad_l1": float(grad.detach())}
+
+    describe = {"guided": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}}
+    trainer = Trainer(decoder, tc, loss_fn, lambda m: evaluate_guided(m, val), describe=describe, on_any_device=True)
+    decoder = trainer.run().eval()
+    if trainer.dist.is_main and cfg.out:
+        trained = {"steps": tc.steps, "batch_size": tc.batch_size, "data": cfg.data, "student": cfg.student,
+                   "student_backend": cfg.backend, "train_clips": len(train.ids), "run_dir": tc.run_dir,
+                   "gradient_weight": cfg.gradient_weight}
+        decoder.save_pretrained(cfg.out, metrics={"val": evaluate_guided(decoder, val)}, trained=trained,
+                                dtype=torch.float16)
+    return decoder
