@@ -51,10 +51,11 @@ def _import(a: argparse.Namespace) -> int:
 
 
 def _load_gbuffer_clips(a: argparse.Namespace) -> list[tuple[str, dict]]:
-    """(name, clip arrays) from --clip FILE or --gbuffers FOLDER (converted on the fly)."""
-    from alaya.data.clipio import read_clip
+    """(name, clip arrays) from --clip FILE (checked against the contract first) or --gbuffers
+    FOLDER (converted on the fly, checked the same way)."""
+    from alaya.data.validate import read_valid_clip
     if a.clip:
-        return [(Path(a.clip).stem, read_clip(a.clip))]
+        return [(Path(a.clip).stem, read_valid_clip(a.clip))]
     from alaya.data.importer import read_gbuffers
     return [(Path(a.gbuffers).name, read_gbuffers(a.gbuffers))]
 
@@ -85,8 +86,8 @@ def _render(a: argparse.Namespace) -> int:
     import numpy as np
 
     from alaya.renderers import write_frames
+    clips = _load_gbuffer_clips(a)                 # refused before any weights load
     renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a), a.backend)
-    clips = _load_gbuffer_clips(a)
     from alaya.data.contract import renderer_input
     frames = np.concatenate([renderer.render(renderer_input(clip, 0, a.frames),
                                              a.prompt, seed=a.seed) for _, clip in clips])

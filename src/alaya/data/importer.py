@@ -220,7 +220,11 @@ def read_gbuffers(src: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Every frame of a G-buffer folder as one clip's G-buffer arrays, converted exactly as
     ``import_gbuffers`` does but with no RGB needed: what ``alaya render --gbuffers`` renders."""
     s = _Source(Path(src), require_rgb=False)
-    return _build_clip(s, 0, s.n)
+    clip = _build_clip(s, 0, s.n)
+    errors = check_invariants(clip, path=s.src)
+    if errors:
+        raise GBufferImportError(s.src, "the converted frames break the contract:\n" + "\n".join(errors))
+    return clip
 
 
 def import_gbuffers(

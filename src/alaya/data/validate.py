@@ -116,3 +116,28 @@ def validate_dataset(root: str | os.PathLike[str], *, progress: bool = True) -> 
         errors += check_invariants(arrays, num_materials=len(meta.materials), path=path)
         errors += check_against_meta(arrays, meta, path)
     return errors
+
+
+def read_valid_clip(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """``read_clip`` plus ``check_invariants``: a clip that may be trusted (``alaya render --clip``).
+
+    Inside a dataset folder (``DATASET/clips/ID.npz`` beside a readable ``dataset.json``) the
+    material ids are checked against its library and the clip against ``check_against_meta``.
+    Raises ``ClipError`` listing every problem, each naming the file and the key.
+    """
+    path = Path(path)
+    arrays = read_clip(path)
+    meta = None
+    if path.parent.name == CLIPS_DIR and (path.parent.parent / META_FILE).exists():
+        try:
+            meta = read_meta(path.parent.parent)
+        except MetaError:
+            meta = None                  # the clip alone is still checked; alaya validate says why
+    errors = check_invariants(arrays, num_materials=None if meta is None else len(meta.materials),
+                              path=path)
+    if meta is not None:
+        errors += check_against_meta(arrays, meta, path)
+    if errors:
+        raise ClipError(path, None, f"breaks the clip contract ({len(errors)} problem(s)):\n"
+                        + "\n".join(errors))
+    return arrays
