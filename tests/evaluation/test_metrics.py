@@ -125,3 +125,47 @@ def test_bad_inputs_are_named():
         M.psnr(torch.zeros(1, 3, 8, 8), torch.zeros(1, 3, 8, 9))
     with pytest.raises(ValueError, match="motion"):
         M.warp_backward(torch.zeros(1, 3, 8, 8), np.zeros((1, 8, 9, 2), np.float32))
+
+
+def _textured(seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(2, 3, 64, 64, generator=g)
+    return torch.nn.functional.avg_pool2d(torch.nn.functional.pad(x, (1, 1, 1, 1), mode="replicate"), 3, 1)
+
+
+def test_block_grid_ratio_sees_an_8x8_grid_and_not_blur():
+    ref = _textured()
+    blocky = torch.nn.functional.interpolate(torch.nn.functional.avg_pool2d(ref, 8), scale_factor=8)
+    blur = torch.nn.functional.avg_pool2d(torch.nn.functional.pad(ref, (2, 2, 2, 2), mode="replicate"), 5, 1)
+    tint = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(2))
+    tinted = (blur + 0.05 * tint.repeat_interleave(8, 2).repeat_interleave(8, 3)).clamp(0, 1)
+    assert M.block_grid_ratio(ref, ref) == pytest.approx(1.0)
+    assert M.block_grid_ratio(blocky, ref) > 5
+    assert M.block_grid_ratio(tinted, blur) > 1.2         # faintly tinted squares on a smooth picture
+    assert 0.9 < M.block_grid_ratio(blur, ref) < 1.1      # blur is not a grid
+    assert np.isfinite(M.block_grid_ratio(torch.zeros_like(ref), ref))
+
+
+def test_gradient_error_tells_detail_toward_the_reference_from_added_edges():
+    ref = _textured()
+    blur = torch.nn.functional.avg_pool2d(torch.nn.functional.pad(ref, (2, 2, 2, 2), mode="replicate"), 5, 1)
+    noisy = (blur + 0.1 * torch.randn(blur.shape, generator=torch.Generator().manual_seed(1))).clamp(0, 1)
+    assert M.gradient_error(ref, ref) == 0
+    assert 0.7 < M.gradient_error(blur, ref) <= 1.0       # the detail is missing
+    assert M.sharpness_ratio(noisy, ref) > 1              # as sharp as it gets, by the ratio...
+    assert M.gradient_error(noisy, ref) > 1.2             # ...but not toward the reference
+    halfway = 0.5 * (ref + blur)
+    assert M.gradient_error(halfway, ref) < M.gradient_error(blur, ref)
+
+
+def test_psnr_masked_counts_only_geometry():
+    ref = _textured()
+    out = ref.clone()
+    out[:, :, :, 32:] = 1 - out[:, :, :, 32:]                   # wrong where the mask is 0 only
+    mask = np.zeros((2, 64, 64), np.uint8)
+    mask[:, :, :32] = 1
+    assert M.psnr_masked(out, ref, mask) == M.PSNR_CAP
+    assert M.psnr_masked(out, ref, 1 - mask) < 20
+    assert np.isnan(M.psnr_masked(out, ref, np.zeros_like(mask)))
+    with pytest.raises(ValueError, match="mask"):
+        M.psnr_masked(out, ref, mask[:, :32])

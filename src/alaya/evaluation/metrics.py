@@ -87,6 +87,60 @@ def sharpness_ratio(frames: torch.Tensor, reference: torch.Tensor) -> float:
     return max(out, SHARPNESS_FLOOR) / max(ref, SHARPNESS_FLOOR)
 
 
+def psnr_masked(a: torch.Tensor, b: torch.Tensor, mask: np.ndarray | torch.Tensor) -> float:
+    """PSNR in dB over the pixels where ``mask`` (T, H, W) is nonzero, pooled over all frames
+    (geometry only: a noisy sky does not hide errors on surfaces); NaN when no pixel is set."""
+    _check_pair(a, b)
+    m = torch.as_tensor(np.asarray(mask)).bool()
+    if m.shape != (a.shape[0], *a.shape[2:]):
+        raise ValueError(f"mask: expected {(a.shape[0], *a.shape[2:])}, got {tuple(m.shape)}")
+    if not m.any():
+        return float("nan")
+    mse = float(((a.float() - b.float()) ** 2).mean(1)[m].mean())
+    return PSNR_CAP if mse <= 0 else min(PSNR_CAP, 10 * float(np.log10(1.0 / mse)))
+
+
+BLOCK_STEP_FLOOR = 0.5 / 255     # half a grey level: a flat inside does not divide by zero
+
+
+def block_step_ratio(frames: torch.Tensor, block: int = 8) -> float:
+    """Mean absolute luma step between neighbouring pixels across ``block``-pixel block
+    boundaries over the mean step inside blocks (both directions); about 1 for a picture without
+    a block grid."""
+    if frames.ndim != 4 or frames.shape[1] != 3:
+        raise ValueError(f"expected (T, 3, H, W) frames, got {tuple(frames.shape)}")
+    y = luminance(frames.float())[:, 0]
+    across, inside = [], []
+    for d, axis in ((y[:, :, 1:] - y[:, :, :-1], 2), (y[:, 1:, :] - y[:, :-1, :], 1)):
+        boundary = (torch.arange(d.shape[axis]) + 1) % block == 0
+        across.append(d.abs().index_select(axis, boundary.nonzero()[:, 0]).mean())
+        inside.append(d.abs().index_select(axis, (~boundary).nonzero()[:, 0]).mean())
+    return float(sum(across)) / max(float(sum(inside)), BLOCK_STEP_FLOOR)
+
+
+def block_grid_ratio(frames: torch.Tensor, reference: torch.Tensor, block: int = 8) -> float:
+    """``block_step_ratio`` of ``frames`` over the reference's: 1 when the output has no more of
+    an 8x8 grid than the reference itself, above 1 for a visible grid."""
+    _check_pair(frames, reference)
+    return block_step_ratio(frames, block) / block_step_ratio(reference, block)
+
+
+def gradient_error(frames: torch.Tensor, reference: torch.Tensor) -> float:
+    """Mean |∇ frames − ∇ reference| of luma over mean |∇ reference| (finite differences, both
+    directions): 0 when the detail matches, about 1 for a blurred copy (the detail is missing),
+    above 1 for edges the reference does not have. Sharpness alone cannot tell detail toward the
+    reference from added edges; this can."""
+    _check_pair(frames, reference)
+    a, b = luminance(frames.float()), luminance(reference.float())
+    err, ref = 0.0, 0.0
+    for dims in ((..., slice(1, None)), (..., slice(1, None), slice(None))):
+        prev = tuple(slice(None, -1) if isinstance(x, slice) and x.start == 1 else x for x in dims)
+        da, db = a[dims] - a[prev], b[dims] - b[prev]
+        err += float((da - db).abs().mean())
+        ref += float(db.abs().mean())
+    return err / max(ref, 1e-12)
+
+
 def warp_backward(prev: torch.Tensor, motion: np.ndarray | torch.Tensor, mode: str = "bilinear") -> torch.Tensor:
     """Frame t − 1 (N, C, H, W) resampled at frame t's pixels, by backward motion (N, H, W, 2)."""
     motion = torch.as_tensor(np.asarray(motion, dtype=np.float32) if isinstance(motion, np.ndarray) else motion).float()

@@ -112,6 +112,7 @@ def evaluate_renderer(render: RenderFn, cfg: RenderEvalConfig, progress: bool = 
         clip = {**clip, **renderer_input(clip, 0, T), "rgb": clip["rgb"][:, :T]}
         gbuffer = {k: clip[k] for k in GBUFFER_KEYS}
         mask, edges = M.occlusion_mask(gbuffer), M.gbuffer_edges(gbuffer)
+        geometry = clip["mask"] if "mask" in clip else clip["depth"] > 0
         for style in styles:
             ref_np = reference_renderer(clip, style, "", 0)
             ref = M.frames_to_tensor(ref_np)
@@ -124,10 +125,12 @@ def evaluate_renderer(render: RenderFn, cfg: RenderEvalConfig, progress: bool = 
             out = M.frames_to_tensor(out_np)
             pred = classifier.predict(out_np)
             row = {"clip": cid, "style": style, "prompt": prompt,
-                   "psnr": float(M.psnr(out, ref).mean()), "ssim": float(M.ssim(out, ref).mean()),
+                   "psnr": float(M.psnr(out, ref).mean()), "psnr_geometry": M.psnr_masked(out, ref, geometry),
+                   "ssim": float(M.ssim(out, ref).mean()),
                    "warp_error": M.warp_error(out, gbuffer, mask), "flicker": M.flicker(out, ref),
                    "structure_f1": M.structure_f1(out, gbuffer, edges),
                    "sharpness_ratio": M.sharpness_ratio(out, ref),
+                   "block_grid_ratio": M.block_grid_ratio(out, ref), "gradient_error": M.gradient_error(out, ref),
                    "style_accuracy": float(np.mean([p == style for p in pred])),
                    "reference_warp_error": M.warp_error(ref, gbuffer, mask),
                    "reference_structure_f1": M.structure_f1(ref, gbuffer, edges)}
@@ -148,15 +151,20 @@ def evaluate_renderer(render: RenderFn, cfg: RenderEvalConfig, progress: bool = 
             rows.append(row)
     bar.close()
     keys = [k for k in rows[0] if k not in ("clip", "style", "prompt", "paraphrase")]
-    result = {k: float(np.mean([r[k] for r in rows])) for k in keys}
-    result["per_style"] = {s: {k: float(np.mean([r[k] for r in rows if r["style"] == s])) for k in keys}
-                           for s in styles}
+    result = {k: _mean([r[k] for r in rows]) for k in keys}
+    result["per_style"] = {s: {k: _mean([r[k] for r in rows if r["style"] == s]) for k in keys} for s in styles}
     result["s_per_frame"] = seconds / max(n_frames, 1)
     result["config"] = asdict(cfg)
     result["clips"] = ids
     result["rows"] = rows
     result["samples"] = samples
     return result
+
+
+def _mean(values: list[float]) -> float:
+    """The mean of the finite values (a clip with no geometry has no ``psnr_geometry``); NaN if none."""
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
 
 
 def public_json(result: dict) -> dict:

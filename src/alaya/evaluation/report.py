@@ -40,7 +40,8 @@ def per_style_plot(result: dict, path: Path) -> None:
 
     per = result["per_style"]
     styles = list(per)
-    keys = [k for k in ("psnr", "ssim", "style_accuracy", "style_accuracy_paraphrase", "warp_error")
+    keys = [k for k in ("psnr", "psnr_geometry", "ssim", "sharpness_ratio", "block_grid_ratio", "style_accuracy",
+                        "style_accuracy_paraphrase", "warp_error")
             if k in per[styles[0]]]
     fig, axes = plt.subplots(1, len(keys), figsize=(3.3 * len(keys), 3.2), squeeze=False)
     for ax, k in zip(axes[0], keys):
