@@ -107,6 +107,8 @@ def test_defaults_and_clip_splitting(tmp_path: Path) -> None:
     np.testing.assert_allclose(second["motion"][1:].astype(np.float32),
                                clip["motion"][4:].astype(np.float32), atol=2e-3)
     assert validate_dataset(out, progress=False) == []
+    meta = read_meta(out)                # two clips: one of them is held out for testing
+    assert len(meta.splits["train"]) == 1 and len(meta.splits["test"]) == 1
 
 
 def test_ndc_and_millimetre_depth(tmp_path: Path) -> None:

@@ -118,3 +118,29 @@ def test_data_layer_does_not_import_the_engine():
             "print(any(m.startswith('alaya.engine') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("clips, seed", [(2, 0), (2, 11), (3, 0), (3, 11), (8, 0)])
+def test_small_datasets_get_test_and_val_clips(clips, seed):
+    plan = clip_plan(DatagenConfig(out="x", clips=clips, seed=seed))
+    splits = [c["split"] for c in plan.values()]
+    assert "train" in splits and "test" in splits
+    assert ("val" in splits) == (clips >= 3)
+    assert plan == clip_plan(DatagenConfig(out="y", clips=clips, seed=seed)), "deterministic"
+
+
+def test_large_datasets_keep_the_hash_split():
+    from alaya.data.dataset import split_for_seed
+    for clips, seed in ((80, 3), (240, 1)):
+        plan = clip_plan(DatagenConfig(out="x", clips=clips, seed=seed))
+        assert all(c["split"] == split_for_seed(c["seed"]) for c in plan.values())
+
+
+def test_cli_datagen_two_clips_has_a_test_clip(tmp_path):
+    r = subprocess.run(ALAYA + ["datagen", "--out", str(tmp_path / "ds"), "--clips", "2", "--frames", "1",
+                                "--size", "16", "--styles", "clear_noon", "--quiet"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    meta = read_meta(tmp_path / "ds")
+    assert len(meta.splits["train"]) == 1 and len(meta.splits["test"]) == 1
+    assert validate_dataset(tmp_path / "ds", progress=False) == []

@@ -285,6 +285,34 @@ def read_meta(root: str | os.PathLike[str]) -> DatasetMeta:
     return DatasetMeta.from_json(text, str(path))
 
 
+def _seed_position(seed: int) -> float:
+    """A blake2b hash of the scene seed, uniform in [0, 1): what ``split_for_seed`` cuts."""
+    digest = hashlib.blake2b(f"alaya-split:{int(seed)}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2.0**64
+
+
+def splits_for_seeds(seeds: dict[str, int]) -> dict[str, str]:
+    """The split of every clip (clip id -> scene seed) of one dataset: ``split_for_seed``, except
+    that a small dataset gets at least one test clip (2 clips or more) and one val clip (3 or
+    more), and always keeps a train clip. Those taken come from the largest split that can spare
+    one, the clips whose hash lies highest first, so the result is deterministic; a dataset whose
+    hash split already has them (any but the smallest) keeps ``split_for_seed`` unchanged."""
+    split = {cid: split_for_seed(seed) for cid, seed in seeds.items()}
+    n = len(split)
+    required = {"train": n >= 1, "test": n >= 2, "val": n >= 3}
+    for want in ("test", "val"):
+        counts = {s: sum(v == s for v in split.values()) for s in SPLITS}
+        if not required[want] or counts[want]:
+            continue
+        donors = [s for s in SPLITS if s != want and (counts[s] > 1 or not required[s])
+                  and counts[s] > 0]
+        donor = max(donors, key=lambda s: (counts[s], s == "train"))
+        cid = max((c for c, s in split.items() if s == donor),
+                  key=lambda c: (_seed_position(seeds[c]), c))
+        split[cid] = want
+    return split
+
+
 def split_for_seed(seed: int, fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> str:
     """'train', 'val' or 'test' for a scene seed, by a blake2b hash of the seed.
 
@@ -292,8 +320,7 @@ def split_for_seed(seed: int, fractions: tuple[float, float, float] = (0.8, 0.1,
     """
     if len(fractions) != 3 or min(fractions) < 0 or abs(sum(fractions) - 1) > 1e-6:
         raise ValueError(f"fractions must be 3 non-negative numbers summing to 1, got {fractions}")
-    digest = hashlib.blake2b(f"alaya-split:{int(seed)}".encode(), digest_size=8).digest()
-    x = int.from_bytes(digest, "little") / 2.0**64  # uniform in [0, 1)
+    x = _seed_position(seed)
     if x < fractions[0]:
         return "train"
     if x < fractions[0] + fractions[1]:

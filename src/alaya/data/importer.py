@@ -36,7 +36,7 @@ import numpy as np
 
 from alaya.data.clipio import check_invariants, write_clip
 from alaya.data.contract import SCHEMA_VERSION
-from alaya.data.dataset import CLIPS_DIR, META_FILE, DatasetMeta, split_for_seed, write_meta
+from alaya.data.dataset import CLIPS_DIR, META_FILE, DatasetMeta, splits_for_seeds, write_meta
 from alaya.data.framefiles import GBufferImportError, list_frames, read_frame, to_u8
 from alaya.data.gbuffer_convert import (
     backward_from_forward, colour_u8, convert_depth, convert_ids, convert_motion,
@@ -247,6 +247,7 @@ def import_gbuffers(
     sums, counts = np.zeros((65536, 5)), np.zeros(65536)
     clips: dict[str, dict] = {}
     splits: dict[str, list[str]] = {"train": [], "val": [], "test": []}
+    split_of = splits_for_seeds({f"import_{k:05d}": k for k in range(s.n // length)})
     for k in range(s.n // length):
         start = k * length
         clip = _build_clip(s, start, length)
@@ -264,7 +265,7 @@ def import_gbuffers(
         for j in range(feats.shape[1]):
             sums[:, j] += np.bincount(ids, weights=feats[:, j], minlength=65536)
         counts += np.bincount(ids, minlength=65536)
-        split = split_for_seed(k)
+        split = split_of[cid]
         splits[split].append(cid)
         clips[cid] = {"seed": k, "split": split, "rig": "imported",
                       "source_frames": [start, start + length]}

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from alaya.data.clipio import ClipError, read_clip, write_clip
 from alaya.data.contract import SCHEMA_VERSION
-from alaya.data.dataset import DatasetMeta, read_meta, split_for_seed, write_meta
+from alaya.data.dataset import DatasetMeta, read_meta, splits_for_seeds, write_meta
 from alaya.engine.camera import RIGS
 from alaya.engine.materials import library_json
 from alaya.engine.styles import STYLE_NAMES, get_style
@@ -54,12 +54,15 @@ class DatagenConfig:
 
 
 def clip_plan(cfg: DatagenConfig) -> dict[str, dict]:
-    """clip id -> {seed, rig, split}: scene seeds derive from the run seed and the clip index."""
+    """clip id -> {seed, rig, split}: scene seeds derive from the run seed and the clip index;
+    splits follow the scene seed (``splits_for_seeds``: a small dataset still gets a test clip,
+    and a val clip from 3 clips on)."""
+    seeds = {f"clip_{i:05d}": cfg.seed * 1_000_003 + i for i in range(cfg.clips)}
+    splits = splits_for_seeds(seeds)
     plan = {}
-    for i in range(cfg.clips):
-        scene_seed = cfg.seed * 1_000_003 + i
+    for cid, scene_seed in seeds.items():
         rig = cfg.rigs[int(np.random.default_rng([scene_seed, 5]).integers(len(cfg.rigs)))]
-        plan[f"clip_{i:05d}"] = {"seed": scene_seed, "rig": rig, "split": split_for_seed(scene_seed)}
+        plan[cid] = {"seed": scene_seed, "rig": rig, "split": splits[cid]}
     return plan
 
 
