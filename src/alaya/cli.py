@@ -114,9 +114,10 @@ def _export_onnx(a: argparse.Namespace) -> int:
 
 
 def _calibrate_int8(a: argparse.Namespace) -> int:
-    from alaya.runtime.int8 import calibrate
-    path = calibrate(a.weights, a.data, a.split, a.clips, a.frames, a.gbuffer_encoder, a.decoder,
-                     method=a.method, percentile=a.percentile)
+    from alaya.engine.styles import STYLES
+    from alaya.renderers.calibrate import calibrate
+    path = calibrate(a.weights, a.data, [s.phrasings for s in STYLES.values()], a.split, a.clips, a.frames,
+                     a.gbuffer_encoder, a.decoder, method=a.method, percentile=a.percentile)
     print(f"wrote {path}")
     return 0
 

@@ -9,7 +9,9 @@ import torch
 from alaya.data.contract import GBUFFER_KEYS
 from alaya.data.dataset import ClipDataset
 from alaya.runtime import RenderSession
-from alaya.runtime.int8 import RANGES_FILE, calibrate, load_ranges, quantize_step
+from alaya.engine.styles import STYLES
+from alaya.renderers.calibrate import calibrate
+from alaya.runtime.int8 import RANGES_FILE, load_ranges, quantize_step
 from tiny_models import tiny_flash_modules
 
 
@@ -21,8 +23,8 @@ def folders(tmp_path_factory, tiny_dataset):
     student.save_pretrained(root / "student")
     enc.save_pretrained(root / "enc")
     dec.save_pretrained(root / "dec")
-    path = calibrate(root / "student", tiny_dataset, "train", clips=2, frames=3, gbuffer_encoder=root / "enc",
-                     decoder=root / "dec", progress=False)
+    path = calibrate(root / "student", tiny_dataset, [s.phrasings for s in STYLES.values()], "train", clips=2,
+                     frames=3, gbuffer_encoder=root / "enc", decoder=root / "dec", progress=False)
     assert path == root / "student" / RANGES_FILE
     return root
 

@@ -61,10 +61,10 @@ def test_the_environment_names_a_cache_that_needs_no_model(enc, tmp_path, monkey
 
 def test_the_projects_own_prompts_ship_with_their_embeddings(enc, monkeypatch):
     """``known_prompts.safetensors`` holds exactly the known prompts (a phrasing added without
-    rewriting it fails here: ``python -m alaya.text.known``), the model still gives the stored
+    rewriting it fails here: ``python -m alaya.prompts``), the model still gives the stored
     vectors, and encoding them needs no model."""
     from alaya.text.encoder import _known_embeddings, prompt_key
-    from alaya.text.known import known_prompts
+    from alaya.prompts import known_prompts
     prompts = known_prompts()
     table = _known_embeddings()
     assert set(table) == {prompt_key(p) for p in prompts}

