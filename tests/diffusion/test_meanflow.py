@@ -115,3 +115,39 @@ def test_the_data_term_counts_only_where_r_equals_t():
     assert base < 1e-5 and abs(with_data - 2.0 * 0.5) < 1e-4          # weight 2, half the samples, error 1
     with pytest.raises(ValueError, match="data_velocity"):
         meanflow_loss(exact_u, z, r, t, v, data_weight=1.0)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3, 4, 7, 30])
+def test_the_time_grid_is_linspace_bit_for_bit(steps):
+    from alaya.diffusion.flow import time_grid
+    assert torch.equal(time_grid(steps), torch.linspace(1.0, 0.0, steps + 1))
+
+
+def test_the_step_is_the_meanflow_formula_bit_for_bit():
+    from alaya.diffusion.meanflow import meanflow_step
+    g = torch.Generator().manual_seed(3)
+    z, u = torch.randn(2, 4, 5, 5, generator=g), torch.randn(2, 4, 5, 5, generator=g)
+    t, r = torch.tensor(0.75), torch.tensor(0.5)
+    assert torch.equal(meanflow_step(z, u, t, r), z - (t - r) * u)
+    tb, rb = torch.rand(2, 1, 1, 1, generator=g), torch.rand(2, 1, 1, 1, generator=g)   # per sample
+    assert torch.equal(meanflow_step(z, u, tb, rb), z - (tb - rb) * u)
+
+
+@pytest.mark.parametrize("average", [True, False])
+def test_integrated_steps_equal_the_loop_they_replace(average):
+    """The loop the student, the backends and the ONNX graph each wrote out before (issue 31):
+    r' = the next grid time for an average-velocity model, t otherwise."""
+    from alaya.diffusion.meanflow import integrate_steps, step_times
+    g = torch.Generator().manual_seed(4)
+    w = torch.randn(3, 3, generator=g)
+
+    def model(z, r, t):
+        return torch.tanh(z @ w) * (1 + t) - r * z
+
+    z0, ts = torch.randn(5, 3, generator=g), torch.linspace(1.0, 0.0, 5)
+    z = z0
+    for t, r in zip(ts[:-1], ts[1:]):
+        z = z - (t - r) * model(z, r if average else t, t)
+    assert torch.equal(integrate_steps(model, z0, ts, average), z)
+    assert [(float(a), float(b), float(c)) for a, b, c in step_times(ts, average)] == [
+        (float(r if average else t), float(t), float(r)) for t, r in zip(ts[:-1], ts[1:])]

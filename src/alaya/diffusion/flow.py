@@ -78,7 +78,9 @@ def x_prediction_loss(predict_x: Model, x: torch.Tensor, t: torch.Tensor, eps: t
 
 
 def time_grid(steps: int, shift: float = 1.0) -> torch.Tensor:
-    """steps + 1 times from 1 to 0; ``shift > 1`` spends more steps at high noise (SD3)."""
+    """steps + 1 times from 1 to 0, evenly spaced (every sampler's grid: the teacher's, the
+    student's and the world model's, in torch and in the ONNX graphs); ``shift > 1`` spends more
+    steps at high noise (SD3). ``shift = 1`` gives ``linspace(1, 0, steps + 1)`` bit for bit."""
     t = torch.linspace(1.0, 0.0, steps + 1)
     return shift * t / (1 + (shift - 1) * t)
 

@@ -90,10 +90,31 @@ def sample_times(n: int, rng: np.random.Generator, equal_fraction: float = 0.75,
     return torch.from_numpy(r).float(), torch.from_numpy(t).float()
 
 
+def meanflow_step(z: torch.Tensor, u: torch.Tensor, t: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """One step from time t to r: ``z_r = z_t - (t - r) u`` with ``u`` the average velocity over
+    [r, t] (MeanFlow, Geng et al. 2025: its definition ``(t - r) u = ∫_r^t v dτ``); with ``u`` the velocity at t, an Euler
+    step. ``t`` and ``r`` broadcast against ``z``."""
+    return z - (t - r) * u
+
+
+def step_times(ts: torch.Tensor, average: bool = True) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(r', t, r) of each step on the grid ``ts`` (from 1 down to 0, ``flow.time_grid``): the step
+    goes from t to r, and the model is asked for its velocity over [r', t] — r' = r for an
+    ``average``-velocity model (MeanFlow), r' = t (the instantaneous velocity: Euler) otherwise."""
+    return [(r if average else t, t, r) for t, r in zip(ts[:-1], ts[1:])]
+
+
+def integrate_steps(model: AverageVelocity, z: torch.Tensor, ts: torch.Tensor, average: bool = True) -> torch.Tensor:
+    """``z`` from ``ts[0]`` to ``ts[-1]`` by ``meanflow_step`` on the steps of ``step_times``;
+    ``model(z, r', t)`` gets each step's times as 0-dim tensors. Differentiable."""
+    for r_model, t, r in step_times(ts, average):
+        z = meanflow_step(z, model(z, r_model, t), t, r)
+    return z
+
+
 @torch.no_grad()
 def sample_meanflow(model: AverageVelocity, z: torch.Tensor, ts: torch.Tensor) -> torch.Tensor:
-    """Few-step sampling on the grid ``ts`` (from 1 down to 0): ``z_r = z_t - (t - r) u(z_t, r, t)``."""
+    """Few-step sampling on the grid ``ts`` (from 1 down to 0): ``z_r = z_t - (t - r) u(z_t, r, t)``,
+    ``model`` called with (B,) times."""
     n = z.shape[0]
-    for t, r in zip(ts[:-1], ts[1:]):
-        z = z - (t - r) * model(z, r.expand(n), t.expand(n))
-    return z
+    return integrate_steps(lambda z_, r, t: model(z_, r.expand(n), t.expand(n)), z, ts)

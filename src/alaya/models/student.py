@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from alaya.diffusion.flow import edm_coefficients
+from alaya.diffusion.meanflow import integrate_steps
 from alaya.models.teacher import FlowBlock, Teacher, apply_view, check_view, pixel_features, view_branch
 from alaya.nn.blocks import conv
 from alaya.nn.conditioning import AdaGroupNorm, timestep_embedding
@@ -100,15 +101,15 @@ def sample_student(student: "Student", z: torch.Tensor, ts: torch.Tensor, gbuffe
 def integrate_student(student: "Student", z: torch.Tensor, ts: torch.Tensor, gbuffer: torch.Tensor,
                       text: torch.Tensor, context: torch.Tensor, valid: torch.Tensor,
                       view: torch.Tensor | None = None) -> torch.Tensor:
-    """Integrate one frame's latents from ``ts[0]`` to ``ts[-1]``: ``z_r = z_t - (t - r) u(z, r, t)``
-    with r the next grid time for an average-velocity student, r = t (Euler) otherwise.
+    """Integrate one frame's latents from ``ts[0]`` to ``ts[-1]`` (``flow.time_grid``) by
+    ``meanflow.integrate_steps``: MeanFlow steps for an average-velocity student, Euler otherwise.
     Differentiable (training through a rollout); ``sample_student`` is the same without gradient."""
     B = z.shape[0]
     features = student.condition(gbuffer, context, valid, view)  # once per frame, not per step
-    for t, r in zip(ts[:-1], ts[1:]):
-        rr = r if student.config.average_velocity else t
-        z = z - (t - r) * student(z, rr.expand(B), t.expand(B), gbuffer, text, context, valid, features)
-    return z
+
+    def velocity(z_, r, t):
+        return student(z_, r.expand(B), t.expand(B), gbuffer, text, context, valid, features)
+    return integrate_steps(velocity, z, ts, student.config.average_velocity)
 
 
 class Student(nn.Module):

@@ -52,8 +52,8 @@ from alaya.codecs.gbuffer import VIEW_INPUT_CHANNELS, gbuffer_input
 from alaya.codecs.latent_cache import build_latent_cache
 from alaya.codecs.tiny import TinyGBufferEncoder
 from alaya.data.dataset import ClipDataset
-from alaya.diffusion.flow import interpolate, velocity_loss_weight, with_share_at_one
-from alaya.diffusion.meanflow import meanflow_loss, sample_times
+from alaya.diffusion.flow import interpolate, time_grid, velocity_loss_weight, with_share_at_one
+from alaya.diffusion.meanflow import meanflow_loss, meanflow_step, sample_times, step_times
 from alaya.models.student import (Student, StudentConfig, latent_flow, push_context, sample_student,
                                   warp_context)
 from alaya.models.teacher import Teacher
@@ -196,7 +196,7 @@ def self_rollout_context(student: Student, clips: StudentClips, c, st, f, text, 
     pushed and warped on; exposure bias becomes something the student is trained on."""
     K = student.config.context
     ctx, valid = clips.context(c, st, f - cfg.rollout, K, cfg.context_noise, rng, cfg.start_fraction)
-    ts = torch.linspace(1, 0, student.config.steps + 1)
+    ts = time_grid(student.config.steps)
     shape = (len(c), *clips.rgb.shape[3:])
     for j in range(cfg.rollout, 0, -1):
         fj = f - j
@@ -250,18 +250,17 @@ def trajectory_targets(frozen: Student, eps: torch.Tensor, g, text, ctx, valid, 
     """One point per sample of ``frozen``'s own sampling trajectory from ``eps``: a random step k
     of its ``steps`` (B,), the latents there, its (r, t) and the velocity it takes."""
     B, steps = len(eps), frozen.config.steps
-    ts = torch.linspace(1, 0, steps + 1)
+    ts = time_grid(steps)
     k = torch.from_numpy(rng.integers(steps, size=B))
     zs, us = [], []
     with torch.no_grad():
         features = frozen.condition(g, ctx, valid, view)
         z = eps
-        for t, r in zip(ts[:-1], ts[1:]):
-            rr = r if frozen.config.average_velocity else t
-            u = frozen(z, rr.expand(B), t.expand(B), g, text, ctx, valid, features)
+        for r_model, t, r in step_times(ts, frozen.config.average_velocity):
+            u = frozen(z, r_model.expand(B), t.expand(B), g, text, ctx, valid, features)
             zs.append(z)
             us.append(u)
-            z = z - (t - r) * u
+            z = meanflow_step(z, u, t, r)
     rows = torch.arange(B)
     t = ts[k]
     r = ts[k + 1] if frozen.config.average_velocity else t
@@ -348,10 +347,11 @@ def train_student(cfg: StudentTrainConfig) -> Student:
             r, t = _grid_times(B, n_new, rng)
             z = interpolate(x, eps, t)
             mid = (t + r) / 2
-            with torch.no_grad():
-                z_mid = z - (t - mid).view(-1, 1, 1, 1) * frozen(z, t, t, g, text, ctx, valid, view=view)
-                z_end = z_mid - (mid - r).view(-1, 1, 1, 1) * frozen(z_mid, mid, mid, g, text, ctx, valid, view=view)
-            target = (z - z_end) / (t - r).view(-1, 1, 1, 1)
+            tb, mb, rb = (a.view(-1, 1, 1, 1) for a in (t, mid, r))
+            with torch.no_grad():                      # two Euler steps of the frozen student
+                z_mid = meanflow_step(z, frozen(z, t, t, g, text, ctx, valid, view=view), tb, mb)
+                z_end = meanflow_step(z_mid, frozen(z_mid, mid, mid, g, text, ctx, valid, view=view), mb, rb)
+            target = (z - z_end) / (tb - rb)
             u = m(z, t, t, g, text, ctx, valid, view=view)
         elif cfg.stage == "compress":                      # the finished student's steps, on its own path
             z, r, t, target = trajectory_targets(frozen, eps, g, text, ctx, valid, view, rng)

@@ -39,6 +39,7 @@ import torch
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.gbuffer import teacher_gbuffer_latents
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
+from alaya.diffusion.meanflow import integrate_steps
 from alaya.models.student import Student
 from alaya.runtime.graphs import (NAMES, _DecodeNet, _FrameNet, _StepNet, context_condition, export_onnx,
                                   gbuffer_condition)
@@ -136,13 +137,11 @@ def integrate(backend, z: torch.Tensor, times: torch.Tensor, text: torch.Tensor,
               average: bool) -> torch.Tensor:
     """A frame's latents from its starting noise ``z`` by the steps on ``times`` (1 -> 0): the
     backend's unrolled sample graph when it was built for that many steps, else one ``step`` call
-    per step, ``z - (t - r) u(z, r', t)`` with r' = r for an ``average``-velocity student, t
-    otherwise (the update ``_SampleNet`` unrolls)."""
+    per step (``meanflow.integrate_steps``, the update ``_SampleNet`` unrolls)."""
     if getattr(backend, "sample_steps", None) == len(times) - 1:
         return backend.sample(z, text, features)
-    for t, r in zip(times[:-1], times[1:]):
-        z = z - (t - r) * backend.step(z, (r if average else t).reshape(1), t.reshape(1), text, features)
-    return z
+    return integrate_steps(lambda z_, r, t: backend.step(z_, r.reshape(1), t.reshape(1), text, features),
+                           z, times, average)
 
 
 def _as_input(a: torch.Tensor) -> np.ndarray:

@@ -19,6 +19,8 @@ from torch import nn
 
 from alaya.codecs.gbuffer import GBUFFER_INPUT_CHANNELS, PIXEL_VIEW_CHANNELS, camera_view, gbuffer_channels
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
+from alaya.diffusion.flow import time_grid
+from alaya.diffusion.meanflow import meanflow_step, step_times
 from alaya.models.student import Student, latent_flow, warp_context
 from alaya.models.teacher import strided_view_branch
 
@@ -121,11 +123,10 @@ class _StepNet(nn.Module):
 
 
 def _sample_times(student: Student, steps: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """(r', t, r) of each step on the session's grid ``linspace(1, 0, steps + 1)``: the update is
-    ``z - (t - r) u(z, r', t)``, r' = r for an average-velocity student, t otherwise."""
-    times = torch.linspace(1.0, 0.0, steps + 1)
-    average = student.config.average_velocity
-    return [((r if average else t).reshape(1), t.reshape(1), r) for t, r in zip(times[:-1], times[1:])]
+    """(r', t, r) of each step on the session's grid (``flow.time_grid``, ``meanflow.step_times``),
+    the model's times r', t shaped (1,)."""
+    return [(r_model.reshape(1), t.reshape(1), r)
+            for r_model, t, r in step_times(time_grid(steps), student.config.average_velocity)]
 
 
 class _ModulationNet(nn.Module):
@@ -163,7 +164,7 @@ class _SampleNet(nn.Module):
         for k, (r, t, r_next) in enumerate(_sample_times(self.student, self.steps)):
             own = parts[2 * len(norms) * k:2 * len(norms) * (k + 1)]
             step_mods = {n: (own[2 * i], own[2 * i + 1]) for i, n in enumerate(norms)}
-            z = z - (t - r_next) * self.student.velocity(z, r, t, None, features, mods=step_mods)
+            z = meanflow_step(z, self.student.velocity(z, r, t, None, features, mods=step_mods), t, r_next)
         return z
 
 

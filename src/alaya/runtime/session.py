@@ -35,6 +35,7 @@ import torch
 
 from alaya.codecs.gbuffer import MODALITIES, as_tensor, camera_inputs, camera_view, check_gbuffer
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
+from alaya.diffusion.flow import time_grid
 from alaya.models.student import Student, push_context
 from alaya.runtime.backends import (RENDER_BACKENDS, OnnxBackend, TorchBackend, attach_context, integrate,
                                    prepare_frame, torch_threads)
@@ -95,7 +96,7 @@ class RenderSession:
         self.encoder = encoder or PromptEncoder()
         self.steps, self.seed = steps, seed
         self.intrinsics = None if intrinsics is None else np.asarray(intrinsics, np.float32)
-        self.times = torch.linspace(1.0, 0.0, steps + 1)
+        self.times = time_grid(steps)
         self.prompt = ""
         self.text = torch.zeros(1, student.config.text_dim)
         self.set_prompt(prompt)

@@ -23,6 +23,7 @@ from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
+from alaya.diffusion.flow import time_grid
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose
 from alaya.models.world import WorldModel
@@ -56,7 +57,7 @@ class WorldSession:
             backend = OnnxBackend.from_modules(model.core, None, decoder, size, factor=c.factor, steps=self.steps)
         self.backend = backend
         self.encoder = encoder or PromptEncoder()
-        self.times = torch.linspace(1.0, 0.0, self.steps + 1)
+        self.times = time_grid(self.steps)
         self.prompt = ""
         self.style = torch.zeros(1, c.text_dim)
         self.set_prompt(prompt)
