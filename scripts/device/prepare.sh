@@ -23,7 +23,7 @@ $PY -m pip download --quiet --only-binary=:all: --no-deps --python-version "$DEV
     "mujoco-core==$($PY -c 'import importlib.metadata as m; print(m.version("mujoco-core"))')" \
     "moderngl==$($PY -c 'import importlib.metadata as m; print(m.version("moderngl"))')" \
     "glcontext==$($PY -c 'import importlib.metadata as m; print(m.version("glcontext"))')" \
-    glfw PyOpenGL pytorch-msssim
+    glfw PyOpenGL pytorch-msssim onnxruntime onnx protobuf flatbuffers coloredlogs humanfriendly
 $PY - <<'PY'
 from alaya.engine.styles import STYLE_NAMES, get_style
 from alaya.evaluation.render_eval import load_paraphrases
