@@ -19,7 +19,11 @@ def _record(a: argparse.Namespace) -> int:
         print(f"recorded {len(done)} episodes into {a.out} ({a.frames} frames, {a.size}px, styles {', '.join(a.styles)})")
         return 0
     from alaya.data.gym_adapter import record_gym
-    paths = record_gym(a.env, a.out, episodes=a.episodes, max_steps=a.frames, size=a.size, seed=a.seed)
+    action_map = a.action_map
+    if action_map is not None and action_map.startswith("@"):     # @FILE: the JSON in a file
+        action_map = Path(action_map[1:]).read_text(encoding="utf-8")
+    paths = record_gym(a.env, a.out, episodes=a.episodes, max_steps=a.frames, size=a.size, seed=a.seed,
+                       action_map=action_map, progress=not a.quiet)
     print(f"recorded {len(paths)} episodes of {a.env} into {a.out}")
     return 0
 
@@ -95,7 +99,13 @@ def add_record_commands(sub, isub, style_names) -> None:
     rc.add_argument("source", choices=["game", "gym"], help="game: our arena with scripted players; "
                     "gym: any Gymnasium environment with an RGB render")
     rc.add_argument("--out", required=True, help="episodes folder (created, or appended to)")
-    rc.add_argument("--env", default="CartPole-v1", help="gym: the environment id")
+    rc.add_argument("--env", default="CartPole-v1",
+                    help="gym: the environment id; module:EnvId imports the module first (it registers "
+                         "EnvId with gymnasium.register), for environments of other packages")
+    rc.add_argument("--action-map", metavar="JSON",
+                    help="gym: the env's Discrete actions (or MultiBinary bits) -> action rows, e.g. "
+                         "'{\"0\": {\"strafe\": -1}, \"1\": {\"strafe\": 1}, \"2\": {\"jump\": 1}}'; "
+                         "@FILE reads it from a file (docs/episodes.md)")
     rc.add_argument("--episodes", type=int, default=160)
     rc.add_argument("--frames", type=int, default=300, help="frames per episode (gym: at most)")
     rc.add_argument("--size", type=int, default=64)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -11,7 +15,7 @@ from gymnasium import spaces
 
 from alaya.data.actions import action_vector
 from alaya.data.episodes import EpisodeDataset, read_meta, validate_episodes
-from alaya.data.gym_adapter import ACTION_MAPS, BoxNavigationMap, record_gym
+from alaya.data.gym_adapter import ACTION_MAPS, BoxNavigationMap, _json_row, action_map_from_json, record_gym
 from alaya.data.recorder import RecordError, fit_frame
 
 
@@ -91,3 +95,91 @@ def test_fit_frame_crops_the_centre() -> None:
     assert out.shape == (8, 8, 3) and out.dtype == np.uint8
     assert (out[..., 0] == 0).all() and (out[..., 1] == 100).all()
     assert fit_frame(img[..., 0], (4, 6)).shape == (4, 6, 3)
+
+
+# -- outside environments, --action-map (tiny envs registered by tests/data/tiny_gym_envs.py) --
+
+ALAYA = [sys.executable, "-m", "alaya.cli"]
+GRID_MAP = {"0": {"forward": 1}, "1": {"forward": -1}, "2": {"strafe": -1}, "3": {"strafe": 1}}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run(ALAYA + ["record", "gym", *args, "--quiet"], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_cli_records_an_outside_discrete_env_with_an_action_map(tmp_path: Path) -> None:
+    r = _cli("--env", "tiny_gym_envs:AlayaTinyGrid-v0", "--action-map", json.dumps(GRID_MAP),
+             "--out", str(tmp_path / "grid"), "--episodes", "2", "--frames", "6", "--size", "16")
+    assert r.returncode == 0, r.stderr
+    assert validate_episodes(tmp_path / "grid") == []
+    ds = EpisodeDataset(tmp_path / "grid")
+    assert ds.meta.source == "gymnasium:AlayaTinyGrid-v0" and ds.meta.fps == 10.0
+    assert ds.meta.generator["action_map"] == GRID_MAP
+    for eid in ds:
+        ep = ds.load(eid)
+        assert ep["rgb"].shape == (1, 7, 16, 16, 3) and ep["rgb"].std() > 0
+        for a, row in zip(ep["env_action"][1:, 0], ep["actions"][1:]):
+            np.testing.assert_array_equal(row, _json_row(GRID_MAP[str(int(a))], "test"))
+
+
+def test_cli_records_a_multibinary_env(tmp_path: Path) -> None:
+    buttons = {"0": {"forward": 1}, "1": {"turn": 0.5, "jump": 1}, "2": [0, 0, 0.75, 0, 0, 1, 0, 0]}
+    r = _cli("--env", "tiny_gym_envs:AlayaTinyButtons-v0", "--action-map", json.dumps(buttons),
+             "--out", str(tmp_path / "b"), "--episodes", "1", "--frames", "12", "--size", "16")
+    assert r.returncode == 0, r.stderr
+    ds = EpisodeDataset(tmp_path / "b")
+    ep = ds.load(ds.ids()[0])
+    for bits, row in zip(ep["env_action"][1:], ep["actions"][1:]):
+        want = np.zeros(8, np.float32)
+        want[0] = bits[0]
+        want[2] = min(1.0, 0.5 * bits[1] + 0.75 * bits[2])
+        if bits[1]:
+            want[4] = 1                                  # the lowest set bit's one-shot action wins
+        elif bits[2]:
+            want[5] = 1
+        np.testing.assert_allclose(row, want, err_msg=str(bits))
+    assert ep["env_action"][1:].any(axis=1).any() and (ep["env_action"][1:].sum(1) >= 2).any()
+
+
+def test_unknown_envs_get_a_clear_error(tmp_path: Path) -> None:
+    r = _cli("--env", "NoSuchEnv-v0", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "unknown environment 'NoSuchEnv-v0'" in r.stderr and "module:EnvId" in r.stderr
+    r = _cli("--env", "no_such_module_xyz:Thing-v0", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "cannot import module 'no_such_module_xyz'" in r.stderr
+    r = _cli("--env", "json:Thing-v0", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "did not register" in r.stderr, r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("spec, match", [
+    ({"0": {"forward": 1}}, r"no row for actions \[1, 2, 3\]"),
+    ({**GRID_MAP, "4": {}}, "key '4' is not an action"),
+    ({**GRID_MAP, "x": {}}, "key 'x' is not an action"),
+    ({**GRID_MAP, "1": {"sideways": 1}}, "key '1'.*unknown column 'sideways'"),
+    ({**GRID_MAP, "1": {"forward": 3}}, "key '1'.*'forward' must be in"),
+    ({**GRID_MAP, "1": {"jump": 1, "attack": 1}}, "key '1'.*at most one one-shot"),
+    ({**GRID_MAP, "1": [1, 2]}, "key '1'.*list of 8 numbers"),
+])
+def test_bad_action_maps_name_the_key(tmp_path: Path, spec, match) -> None:
+    import tiny_gym_envs  # noqa: F401  (registers the tiny envs)
+    with pytest.raises(RecordError, match=match):
+        record_gym("AlayaTinyGrid-v0", tmp_path, episodes=1, max_steps=2, size=8, action_map=spec, progress=False)
+    assert not (tmp_path / "episodes.json").exists()
+
+
+def test_action_map_json_default_row_and_refused_spaces() -> None:
+    m = action_map_from_json('{"1": {"jump": 1}, "default": {}}', spaces.Discrete(3))
+    np.testing.assert_array_equal(m(1), action_vector(act="jump"))
+    np.testing.assert_array_equal(m(2), action_vector())
+    with pytest.raises(RecordError, match="invalid JSON"):
+        action_map_from_json("{0: 1}", spaces.Discrete(3))
+    with pytest.raises(RecordError, match="Discrete and MultiBinary"):
+        action_map_from_json('{"0": {}}', spaces.Box(-1.0, 1.0, (2,), np.float32))
+    with pytest.raises(RecordError, match="key 'default' is not an action"):
+        action_map_from_json('{"default": {}}', spaces.MultiBinary(2))
+    r = subprocess.run(ALAYA + ["record", "gym", "--env", "FrozenLake-v1", "--out", "/nonexistent/x", "--quiet"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--action-map" in r.stderr, r.stderr

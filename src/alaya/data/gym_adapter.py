@@ -21,10 +21,17 @@ Renders (``render_mode="rgb_array"``) are centre-cropped to a square and area-re
 4 dimensions maps onto the navigation columns (forward, strafe, turn, pitch in that order) after
 rescaling its bounds to [-1, 1] (unbounded dimensions are clipped); a discrete space has no
 meaningful default, and ``record_gym`` refuses it, naming the environment.
+``action_map_from_json`` builds a map for a ``Discrete`` or ``MultiBinary`` space from JSON (what
+``alaya record gym --action-map`` takes).
+
+An environment from another package is named ``module:EnvId``: gymnasium imports ``module``
+(which registers ``EnvId`` with ``gymnasium.register``) before making it. An id gymnasium does
+not know is a ``RecordError`` that says so, not gymnasium's own exception.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -36,7 +43,7 @@ import numpy as np
 from gymnasium import spaces
 from tqdm import tqdm
 
-from alaya.data.actions import ACTION_DIM, NAVIGATION, action_vector
+from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ActionError, action_vector, check_actions
 from alaya.data.recorder import EpisodeRecorder, RecordError, fit_frame
 
 ActionMap = Callable[[Any], np.ndarray]
@@ -108,6 +115,113 @@ ACTION_MAPS: dict[str, ActionMap] = {
 }
 
 
+def _json_row(value: Any, where: str) -> np.ndarray:
+    """One action row from JSON: {column: value, ...} (columns of ``ACTION_COLUMNS``, one-shot
+    ones 0 or 1) or a list of the 8 values; checked."""
+    if isinstance(value, dict):
+        row = np.zeros(ACTION_DIM, np.float32)
+        for name, v in value.items():
+            if name not in ACTION_COLUMNS:
+                raise RecordError(f"{where}: unknown column {name!r} (columns: {', '.join(ACTION_COLUMNS)})")
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise RecordError(f"{where}: column {name!r} must be a number, got {v!r}")
+            row[ACTION_COLUMNS.index(name)] = v
+    elif isinstance(value, list) and len(value) == ACTION_DIM:
+        row = np.asarray(value, np.float32) if all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value) else None
+        if row is None:
+            raise RecordError(f"{where}: expected {ACTION_DIM} numbers, got {value!r}")
+    else:
+        raise RecordError(f"{where}: expected an object {{column: value}} or a list of {ACTION_DIM} "
+                          f"numbers ({', '.join(ACTION_COLUMNS)}), got {value!r}")
+    try:
+        return check_actions(row, where)
+    except ActionError as err:
+        raise RecordError(str(err)) from None
+
+
+class MultiBinaryActionMap:
+    """A ``MultiBinary`` action (bits) -> the rows of its set bits combined: navigation columns
+    added and clipped to [-1, 1]; of the one-shot actions, the lowest set bit's (at most one per
+    frame). Bits without a row do nothing."""
+
+    def __init__(self, rows: Mapping[int, np.ndarray], n: int, name: str = "multibinary") -> None:
+        self.rows = {int(k): np.asarray(v, np.float32) for k, v in rows.items()}
+        self.n = n
+        self.__name__ = name
+
+    def __call__(self, env_action: Any) -> np.ndarray:
+        bits = np.asarray(env_action).reshape(-1)
+        row = np.zeros(ACTION_DIM, np.float32)
+        shot = False
+        for i in np.flatnonzero(bits):
+            r = self.rows.get(int(i))
+            if r is None:
+                continue
+            row[:len(NAVIGATION)] += r[:len(NAVIGATION)]
+            if not shot and r[len(NAVIGATION):].any():
+                row[len(NAVIGATION):] = r[len(NAVIGATION):]
+                shot = True
+        row[:len(NAVIGATION)] = np.clip(row[:len(NAVIGATION)], -1.0, 1.0)
+        return row
+
+
+def action_map_from_json(spec: str | Mapping[str, Any], space: spaces.Space, env_id: str = "env") -> ActionMap:
+    """An action map for a ``Discrete`` or ``MultiBinary`` space from JSON text (or its parsed
+    object): ``{"<action or bit>": row, ...}`` where a row is ``{column: value}`` (e.g.
+    ``{"strafe": -1}``, ``{"jump": 1}``) or a list of the 8 values.
+
+    Discrete: keys are the actions ``start .. start + n - 1``; each needs a row, unless a
+    ``"default"`` row covers the rest. MultiBinary: keys are bit indices ``0 .. n - 1`` (bits
+    without a row do nothing); a step's row combines its set bits (``MultiBinaryActionMap``).
+    Errors (``RecordError``) name the key at fault."""
+    where = f"--action-map for {env_id!r}"
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as err:
+            raise RecordError(f"{where}: invalid JSON ({err})") from None
+    if not isinstance(spec, Mapping) or not spec:
+        raise RecordError(f"{where}: expected a non-empty JSON object {{action: row}}, got {spec!r}")
+    if isinstance(space, spaces.Discrete):
+        first, n = int(space.start), int(space.n)
+        known = range(first, first + n)
+        name = "discrete"
+    elif isinstance(space, spaces.MultiBinary):
+        if len(space.shape) != 1:
+            raise RecordError(f"{where}: MultiBinary of shape {space.shape}: only flat (n,) spaces are mapped")
+        known = range(int(space.shape[0]))
+        name = "multibinary"
+    else:
+        raise RecordError(f"{where}: --action-map takes Discrete and MultiBinary spaces; the action "
+                          f"space is {space} (a Box maps by default; other spaces need action_map= in Python)")
+    rows: dict[int, np.ndarray] = {}
+    default = None
+    for key, value in spec.items():
+        if key == "default" and name == "discrete":
+            default = _json_row(value, f"{where}: key 'default'")
+            continue
+        try:
+            k = int(key)
+        except (TypeError, ValueError):
+            k = None
+        if k is None or str(k) != str(key).strip() or k not in known:
+            raise RecordError(f"{where}: key {key!r} is not an action of {space} "
+                              f"(expected {known.start}..{known.stop - 1}"
+                              f"{' or default' if name == 'discrete' else ''})")
+        rows[k] = _json_row(value, f"{where}: key '{key}'")
+    if name == "multibinary":
+        action_map: Any = MultiBinaryActionMap(rows, len(known), f"json:{name}")
+    else:
+        missing = [k for k in known if k not in rows]
+        if missing and default is None:
+            raise RecordError(f"{where}: no row for actions {missing} of {space}; give each a row "
+                              "or a 'default' row")
+        action_map = DiscreteActionMap({**rows, **{k: default for k in missing}}, f"json:{name}")
+    action_map.json = json.loads(json.dumps(spec))      # kept in episodes.json's generator
+    return action_map
+
+
 def uniform_policy(space: spaces.Space) -> Policy:
     """Uniformly random actions drawn from the episode's ``rng`` (Discrete, bounded Box,
     MultiBinary, MultiDiscrete); ``obs`` is ignored."""
@@ -133,7 +247,8 @@ def _default_map(space: spaces.Space, env_id: str) -> ActionMap:
     if isinstance(space, spaces.Box):
         return BoxNavigationMap(space)
     raise RecordError(f"environment {env_id!r} has a {space} action space and no entry in "
-                      f"ACTION_MAPS; pass action_map= (env action -> ({ACTION_DIM},) row)")
+                      f"ACTION_MAPS; pass action_map= (env action -> ({ACTION_DIM},) row; "
+                      "alaya record gym: --action-map JSON)")
 
 
 def _env_action_width(space: spaces.Space, env_id: str) -> int:
@@ -144,9 +259,27 @@ def _env_action_width(space: spaces.Space, env_id: str) -> int:
     raise RecordError(f"environment {env_id!r}: cannot store raw actions of space {space}")
 
 
+def make_env(env_id: str) -> gym.Env:
+    """``gym.make(env_id, render_mode="rgb_array")``; ``module:EnvId`` imports ``module`` first
+    (it registers ``EnvId``). An id gymnasium cannot make is a ``RecordError`` that says what to do."""
+    module = env_id.split(":", 1)[0] if ":" in env_id else None
+    try:
+        return gym.make(env_id, render_mode="rgb_array")
+    except ImportError as err:
+        raise RecordError(f"environment {env_id!r}: cannot import module {module!r} ({err}); "
+                          "--env module:EnvId needs a module on the Python path that registers EnvId "
+                          "with gymnasium.register") from None
+    except gym.error.Error as err:
+        hint = (f"module {module!r} was imported but did not register it (gymnasium.register(id=...))"
+                if module else "for an environment of another package, give --env module:EnvId "
+                "(the module registers it when imported), or install the package that provides it")
+        raise RecordError(f"unknown environment {env_id!r}: {err}; {hint}") from None
+
+
 def _open_env(env_or_id: str | gym.Env) -> tuple[gym.Env, str, bool]:
     if isinstance(env_or_id, str):
-        return gym.make(env_or_id, render_mode="rgb_array"), env_or_id, True
+        env = make_env(env_or_id)
+        return env, env.spec.id if env.spec is not None else env_or_id, True
     env = env_or_id
     env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
     if env.render_mode != "rgb_array":
@@ -165,10 +298,12 @@ def _render(env: gym.Env, env_id: str, size: int) -> np.ndarray:
 
 def record_gym(env_or_id: str | gym.Env, root: str | os.PathLike[str], episodes: int = 4,
                max_steps: int = 200, size: int = 64, seed: int = 0, policy: Policy | None = None,
-               action_map: ActionMap | None = None, style: str = "gym",
+               action_map: ActionMap | str | Mapping[str, Any] | None = None, style: str = "gym",
                prompts: list[str] | None = None, progress: bool = True) -> list[Path]:
     """Record ``episodes`` episodes of an environment (an id, made with
-    ``render_mode="rgb_array"``, or an env made that way) into the episodes folder ``root``.
+    ``render_mode="rgb_array"``; ``module:EnvId`` imports ``module`` first; or an env made that
+    way) into the episodes folder ``root``. ``action_map``: a callable, or JSON text / a parsed
+    object for a Discrete or MultiBinary space (``action_map_from_json``).
 
     Episode i is ``<env id>-seed<seed + i>`` with split from its seed. ``prompts`` are the
     style's phrasings (default: "the <env id> environment"). Returns the episode paths.
@@ -179,6 +314,8 @@ def record_gym(env_or_id: str | gym.Env, root: str | os.PathLike[str], episodes:
     env, env_id, owned = _open_env(env_or_id)
     try:
         space = env.action_space
+        if isinstance(action_map, (str, Mapping)):
+            action_map = action_map_from_json(action_map, space, env_id)
         action_map = action_map or _default_map(space, env_id)
         policy = policy or uniform_policy(space)
         width = _env_action_width(space, env_id)
@@ -188,7 +325,8 @@ def record_gym(env_or_id: str | gym.Env, root: str | os.PathLike[str], episodes:
             generator={"env_id": env_id, "gymnasium": gym.__version__, "episodes": episodes,
                        "max_steps": max_steps, "seed": seed,
                        "policy": getattr(policy, "__name__", type(policy).__name__),
-                       "action_map": getattr(action_map, "__name__", type(action_map).__name__),
+                       "action_map": getattr(action_map, "json", None)       # --action-map's JSON
+                       or getattr(action_map, "__name__", type(action_map).__name__),
                        "resize": "centre-crop to square, PIL BOX"},
             size=size)
         slug = re.sub(r"[^A-Za-z0-9_.-]", "_", env_id)
