@@ -8,7 +8,7 @@ from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig
 
 def _inputs(B=2, h=4, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(B, 32, h, h, generator=g), torch.rand(B, 17, 8 * h, 8 * h, generator=g)
+    return torch.randn(B, 32, h, h, generator=g), torch.rand(B, 20, 8 * h, 8 * h, generator=g)
 
 
 def test_shapes_state_and_range():
@@ -65,7 +65,7 @@ def test_guide_detail_reaches_the_output_after_a_little_training():
     g = torch.Generator().manual_seed(1)
 
     def batch():
-        guide = torch.rand(4, 17, 32, 32, generator=g)
+        guide = torch.rand(4, 20, 32, 32, generator=g)
         target = guide[:, 8:11]
         z = torch.nn.functional.avg_pool2d(target, 8).repeat(1, 11, 1, 1)[:, :32]
         return z, guide, target

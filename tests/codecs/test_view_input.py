@@ -109,3 +109,32 @@ def test_fast_view_input_matches_the_textbook_formula():
     expect = np.concatenate([np.einsum("nij,nhwj->nhwi", R, n), np.einsum("nij,hwj->nhwi", R, ray),
                              np.broadcast_to(xy, (2, 16, 32, 2))], -1).transpose(0, 3, 1, 2)
     assert np.allclose(x.numpy(), expect, atol=1e-5)
+
+
+def test_decoder_guide_positions_follow_static_surfaces_and_vanish_without_a_camera(tiny_dataset):
+    """A static surface point has one world position: seen at frame t and, through the engine's
+    backward motion, at frame t-1. Without a camera the view and position channels are zero."""
+    import numpy as np
+    import torch
+
+    from alaya.codecs.gbuffer import GUIDE_CHANNELS, PIXEL_VIEW_CHANNELS, VIEW_INPUT_CHANNELS, decoder_guide
+    from alaya.data.dataset import ClipDataset
+
+    ds = ClipDataset(tiny_dataset)
+    clip = ds.load(ds.ids("train")[0])
+    guide = decoder_guide(clip)
+    T, _, H, W = guide.shape
+    assert guide.shape[1] == GUIDE_CHANNELS
+    pos = guide[:, PIXEL_VIEW_CHANNELS:]
+    assert float(pos[torch.from_numpy(clip["mask"] == 0)[:, None].expand_as(pos)].abs().max()) == 0
+    ys, xs = np.nonzero(clip["mask"][1])
+    errors = []
+    for y, x in zip(ys, xs):
+        dx, dy = clip["motion"][1, y, x].astype(float)
+        sy, sx = int(round(y + dy)), int(round(x + dx))
+        if 0 <= sy < H and 0 <= sx < W and clip["mask"][0, sy, sx] and clip["instance"][0, sy, sx] == clip["instance"][1, y, x]:
+            errors.append(float((pos[1, :, y, x] - pos[0, :, sy, sx]).abs().max()))
+    assert errors and np.median(errors) < 0.05          # under half a metre (a pixel's footprint)
+    blind = decoder_guide({k: v for k, v in clip.items() if k not in ("K", "world_to_camera")})
+    assert float(blind[:, :VIEW_INPUT_CHANNELS].abs().max()) == 0 and float(blind[:, PIXEL_VIEW_CHANNELS:].abs().max()) == 0
+    assert torch.equal(blind[:, VIEW_INPUT_CHANNELS:PIXEL_VIEW_CHANNELS], guide[:, VIEW_INPUT_CHANNELS:PIXEL_VIEW_CHANNELS])

@@ -238,3 +238,40 @@ def model_view_input(gbuffer: Mapping, channels: int, K=None, world_to_camera=No
     if raw is None:
         raw = gbuffer_input({k: gbuffer[k] for k in MODALITIES if k in gbuffer})
     return torch.cat([view, raw], 1)
+
+
+# The guided decoder's full-resolution input (``decoder_guide``): ``model_view_input`` with the
+# raw G-buffer, then the world-space position of each pixel's surface.
+GUIDE_CHANNELS = PIXEL_VIEW_CHANNELS + 3     # 20
+POSITION_SCALE = 0.1                         # world positions in units of 10 m
+
+
+def world_position(depth: torch.Tensor, xy: torch.Tensor, world_to_camera: torch.Tensor) -> torch.Tensor:
+    """World-space position (N, 3, H, W) of each pixel's surface, times ``POSITION_SCALE``, zero
+    for background (depth 0): linear ``depth`` (N, H, W) in metres, the image position at unit
+    depth ``xy`` (2, H, W) (``camera_inputs``; y up) and ``world_to_camera`` (N, 4, 4)."""
+    d = depth.float()[:, None]
+    p = torch.cat([xy[None] * d, -d], 1)                                   # camera space (N, 3, H, W)
+    R, t = world_to_camera[:, :3, :3].float(), world_to_camera[:, :3, 3].float()
+    q = p - t[:, :, None, None]
+    world = q[:, 0:1] * R[:, 0, :, None, None] + q[:, 1:2] * R[:, 1, :, None, None] + q[:, 2:3] * R[:, 2, :, None, None]
+    return torch.where(d > 0, world * POSITION_SCALE, torch.zeros_like(world))
+
+
+def decoder_guide(gbuffer: Mapping, K=None, world_to_camera=None) -> torch.Tensor:
+    """The guided decoder's input (N, ``GUIDE_CHANNELS``, H, W) for clip-contract G-buffer arrays
+    (leading dims flattened): the camera's view channels, the raw G-buffer and the world-space
+    position. The camera comes from ``K`` and ``world_to_camera`` or the keys of those names; without
+    one, its channels (view and position) are zero: the camera unknown."""
+    K = gbuffer.get("K") if K is None else K
+    world_to_camera = gbuffer.get("world_to_camera") if world_to_camera is None else world_to_camera
+    view = model_view_input(gbuffer, PIXEL_VIEW_CHANNELS, K, world_to_camera)
+    H, W = view.shape[-2:]
+    if K is None or world_to_camera is None:
+        return torch.cat([view, torch.zeros(len(view), 3, H, W)], 1)
+    depth = as_tensor(gbuffer["depth"]).float().reshape(-1, H, W)
+    xy = camera_inputs(K, world_to_camera, H, W)[2]
+    w2c = as_tensor(world_to_camera).float().reshape(-1, 4, 4)
+    if not torch.isfinite(w2c).all():
+        raise ValueError("world_to_camera contains NaN or infinite values")
+    return torch.cat([view, world_position(depth, xy, w2c)], 1)

@@ -3,9 +3,9 @@ G-buffer and camera -> RGB.
 
 The tiny decoder draws each 8x8 pixel block from one latent pixel through a block transform, so
 any error in the latents shows as an 8x8 grid and every edge and texture has to be regenerated
-from 32 numbers per block. Here the G-buffer (``gbuffer.model_view_input`` with
-``PIXEL_VIEW_CHANNELS``: world-space normal, view ray, image position, albedo, camera-space normal,
-depth, roughness, metallic) feeds the network at every scale, as in Enhancing Photorealism
+from 32 numbers per block. Here the G-buffer and the camera (``gbuffer.decoder_guide``: world-space
+normal, view ray, image position, albedo, camera-space normal, depth, roughness, metallic,
+world-space position) feed the network at every scale, as in Enhancing Photorealism
 Enhancement (Richter et al. 2021) and guided upsampling (Kopf et al. 2007): a small U-Net whose
 encoder reads the guide at 1, 1/2, 1/4 and 1/8 resolution and whose decoder starts from the
 latents at 1/8 and upsamples with convolutions over the guide's features at each scale, so the
@@ -19,7 +19,7 @@ frame's (zeros after a reset) for a flicker-free stream::
 
     dec = GuidedDecoder.from_pretrained("weights/guided_decoder").eval()
     state = None
-    for z, guide in stream:            # (1, 32, 16, 16) latents, (1, 17, 128, 128) guide
+    for z, guide in stream:            # (1, 32, 16, 16) latents, (1, 20, 128, 128) guide
         rgb, state = dec(z, state, guide)
 """
 
@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from alaya.codecs.gbuffer import PIXEL_VIEW_CHANNELS
+from alaya.codecs.gbuffer import GUIDE_CHANNELS
 from alaya.nn.blocks import check_image, conv
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
@@ -39,7 +39,7 @@ from alaya.nn.pretrained import from_pretrained, save_pretrained
 @dataclass
 class GuidedDecoderConfig:
     latent_channels: int = 32
-    guide_channels: int = PIXEL_VIEW_CHANNELS
+    guide_channels: int = GUIDE_CHANNELS            # ``gbuffer.decoder_guide``
     widths: tuple[int, ...] = (16, 24, 32, 48)     # at 1, 1/2, 1/4, 1/8 resolution
     temporal: bool = True                          # the previous frame's stem features
 

@@ -26,10 +26,10 @@ import torch
 from safetensors.torch import load_file
 from tqdm import tqdm
 
-from alaya.codecs.gbuffer import PIXEL_VIEW_CHANNELS, VIEW_INPUT_CHANNELS, model_view_input
+from alaya.codecs.gbuffer import PIXEL_VIEW_CHANNELS, VIEW_INPUT_CHANNELS, decoder_guide
 from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig
 from alaya.data.dataset import ClipDataset, read_meta
-from alaya.nn.pretrained import atomic_save_tensors
+from alaya.io import atomic_save_tensors
 from alaya.renderers.student import StudentRenderer
 from alaya.train.loop import TrainConfig, Trainer, batch_to
 
@@ -60,7 +60,7 @@ def psnr(x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 class GuidedClips:
-    """A split in memory: reference frames (N, S, T, 3, H, W) uint8, guides (N, T, 17, H, W)
+    """A split in memory: reference frames (N, S, T, 3, H, W) uint8, guides (N, T, 20, H, W)
     float16 and the student's latents (N, S, T, C, h, w) float16."""
 
     def __init__(self, cfg: GuidedDecoderTrainConfig, split: str, run_dir: Path, progress: bool = True):
@@ -75,7 +75,7 @@ class GuidedClips:
             if not rgb:
                 self.styles = [str(s) for s in clip["styles"]]
             rgb.append(torch.from_numpy(clip["rgb"]).permute(0, 1, 4, 2, 3))
-            guides.append(model_view_input(clip, PIXEL_VIEW_CHANNELS).half())
+            guides.append(decoder_guide(clip).half())
         self.rgb, self.guides = torch.stack(rgb), torch.stack(guides)
         self.phrasings = {s: meta.styles[s]["phrasings"] for s in self.styles}
         self.latents = self._latents(cfg, split, ds, run_dir, progress)
@@ -113,7 +113,8 @@ class GuidedClips:
         ci, si = c[:, None], s[:, None]
         guide = self.guides[ci, frames].float()
         drop = torch.from_numpy(rng.random(size) < camera_dropout)
-        guide[drop, :, :VIEW_INPUT_CHANNELS] = 0
+        guide[drop, :, :VIEW_INPUT_CHANNELS] = 0               # the camera unknown: no view channels,
+        guide[drop, :, PIXEL_VIEW_CHANNELS:] = 0               # no world position
         return (self.latents[ci, si, frames].float(), guide, self.rgb[ci, si, frames].float() / 255)
 
 
