@@ -141,7 +141,7 @@ def main() -> None:
     renderers = {"teacher": TeacherRenderer.from_pretrained(a.teacher, a.autoencoder, encoder=encoder,
                                                             sampler=SamplerConfig(steps=a.teacher_steps, guidance=2.0,
                                                                                   window=a.frames))}
-    from alaya.train.loop import wants_bf16
+    from alaya.hardware import wants_bf16
     if wants_bf16(a.teacher_bf16):
         fp32 = renderers["teacher"]           # the same modules, its calls in bf16 autocast
         renderers["teacher-bf16"] = TeacherRenderer(

@@ -116,7 +116,7 @@ def main() -> None:
         raise SystemExit("--frames, --window and --teacher-steps must be >= 1")
     from alaya.engine.raster import share_cores_with_a_model
     from alaya.models.teacher import Teacher
-    from alaya.train.loop import wants_bf16
+    from alaya.hardware import wants_bf16
     share_cores_with_a_model()
     parts = student_parts(a.student, a.backend, a.frames, a.size)
     torch.set_num_threads(os.cpu_count() or 1)

@@ -73,7 +73,7 @@ def _renderer(model: str, weights: str | None, autoencoder: str, sampler, backen
 def _sampler(a: argparse.Namespace):
     from alaya.renderers import SamplerConfig
     if a.precision == "bf16":
-        from alaya.train.loop import cpu_info
+        from alaya.hardware import cpu_info
         name, native = cpu_info()
         if native is False:
             print(f"warning: --precision bf16 on a CPU without native bf16 ({name or 'unknown'}): autocast is "

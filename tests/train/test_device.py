@@ -52,13 +52,3 @@ def test_a_cpu_run_moves_batches_trains_and_hands_back_a_cpu_model(tmp_path):
     assert torch.allclose(out.weight, w_true, atol=0.1)
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["train"]["device"] == "cpu"
-
-
-def test_cpu_info_reads_the_model_and_native_bf16(tmp_path):
-    from alaya.train.loop import cpu_info
-    amd, intel = tmp_path / "amd", tmp_path / "intel"
-    amd.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
-    intel.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor @ 2.80GHz\nflags\t\t: fpu avx2 avx512f avx512_vnni\n")
-    assert cpu_info(str(amd)) == ("AMD EPYC 9B14", True)
-    assert cpu_info(str(intel)) == ("Intel(R) Xeon(R) Processor @ 2.80GHz", False)
-    assert cpu_info(str(tmp_path / "missing")) == ("", None)

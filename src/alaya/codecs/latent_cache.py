@@ -22,7 +22,7 @@ from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.gbuffer import gbuffer_input, teacher_gbuffer_latents
 from alaya.codecs.training import to_images
 from alaya.data.dataset import ClipDataset
-from alaya.nn.pretrained import atomic_save_tensors
+from alaya.io import atomic_save_tensors
 
 
 def codec_id(ae: Autoencoder) -> str:

@@ -2,7 +2,7 @@
 
 ``write_clip`` checks the contract, then writes a deterministic ``.npz`` (sorted keys, fixed
 zip timestamps, fixed deflate level: the same arrays always give the same bytes) atomically
-(temporary ``.<name>.<pid>.tmp`` in the same folder, fsync, ``os.replace``), so a killed writer
+(``alaya.io.atomic_open``: a temporary ``.<name>.<pid>.tmp`` renamed over it), so a killed writer
 leaves at most a dot-file that readers and validators ignore. ``read_clip`` loads with
 ``allow_pickle=False`` and checks keys, dtypes and shapes before returning anything.
 ``check_contract``, ``write_npz`` and ``read_npz`` take the array spec as a parameter, so other
@@ -13,17 +13,17 @@ normals, rigid camera poses, ...). Every error names the file and the key.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
 from alaya.data.contract import CLIP_ARRAYS, REQUIRED_KEYS
+from alaya.io import atomic_open
 
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 DEFLATE_LEVEL = 6
@@ -101,46 +101,6 @@ def check_contract(
     return dims
 
 
-@contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "w", **kwargs) -> Iterator:
-    """Open a temporary dot-file beside ``path`` (``.<name>.<pid>.tmp``); on a clean exit it
-    is fsynced and renamed over ``path`` and the folder entry flushed; on any error it is
-    removed. A killed writer leaves the old file (or none) and at most a dot-file readers skip."""
-    path = Path(path)
-    tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, mode, **kwargs) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (``atomic_open``)."""
-    with atomic_open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    return Path(path)
-
-
-def fsync_dir(folder: Path) -> None:
-    """Flush a folder's entries (a rename in it) to disk; best effort where unsupported."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def write_clip(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> None:
     """Write one clip as a deterministic, atomically renamed ``.npz``.
 
@@ -156,7 +116,7 @@ def write_clip(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -
 
 def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray]) -> None:
     """Write arrays as a deterministic ``.npz`` (sorted keys, fixed zip timestamps and deflate
-    level), atomically: a temporary ``.<name>.<pid>.tmp`` beside it, fsync, ``os.replace``.
+    level), atomically (``alaya.io.atomic_open``).
 
     Checks no contract (callers do, before); a failure or kill leaves any old file untouched.
     """

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from alaya.data.clipio import atomic_write_text, read_clip
+from alaya.data.clipio import read_clip
+from alaya.io import atomic_write_text
 from alaya.data.contract import SCHEMA_VERSION
 
 META_FILE = "dataset.json"

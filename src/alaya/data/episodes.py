@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, ActionError, check_actions
-from alaya.data.clipio import ClipError, atomic_write_text, check_contract, read_npz, write_npz
+from alaya.data.clipio import ClipError, check_contract, read_npz, write_npz
+from alaya.io import atomic_write_text
 from alaya.data.dataset import (CLIP_ID_RE, MISSING, SPLITS, MetaError, Problems, split_for_seed,
                                 top_level_fields)
 

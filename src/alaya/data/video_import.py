@@ -38,7 +38,8 @@ import imageio.v3 as iio
 import numpy as np
 
 from alaya.data.actions import ACTION_DIM, NAVIGATION, NavigationScale
-from alaya.data.clipio import ClipError, atomic_write_text
+from alaya.data.clipio import ClipError
+from alaya.io import atomic_path, atomic_write_text
 from alaya.data.episodes import EPISODES_FILE, read_episode, read_meta
 from alaya.data.recorder import EpisodeRecorder, fit_frame
 
@@ -289,11 +290,6 @@ def export_video(episode_npz: str | os.PathLike[str], out_video: str | os.PathLi
             raise VideoImportError(f"{out_video}: {suffix} (yuv420p) needs even frame sizes, "
                                    f"got {frames.shape[1]}x{frames.shape[2]}; write a .gif")
         kwargs = {"fps": fps, "codec": "libx264", "quality": quality, "macro_block_size": 2}
-    tmp = out_video.parent / f".{out_video.stem}.{os.getpid()}.tmp{out_video.suffix}"
-    try:
+    with atomic_path(out_video, keep_suffix=True) as tmp:
         iio.imwrite(tmp, frames, **kwargs)
-        os.replace(tmp, out_video)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     write_pose_csv(out_poses_csv, arrays["world_to_camera"])

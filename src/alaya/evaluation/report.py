@@ -11,7 +11,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from alaya.evaluation.render_eval import public_json
-from alaya.nn.pretrained import atomic_write_text
+from alaya.io import atomic_path, atomic_write_text
 
 COLUMNS = ("albedo", "reference", "output", "paraphrase")
 
@@ -54,10 +54,9 @@ def per_style_plot(result: dict, path: Path) -> None:
         ax.set_title(k, fontsize=9)
         ax.tick_params(labelsize=7)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
+    with atomic_path(path, keep_suffix=True) as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def write_report(result: dict, folder: str | os.PathLike, title: str) -> Path:
@@ -66,9 +65,8 @@ def write_report(result: dict, folder: str | os.PathLike, title: str) -> Path:
     data = public_json(result)
     atomic_write_text(folder / "results.json", json.dumps(data, indent=2))
     sheet = side_by_side(result["samples"])
-    tmp = folder / ".side_by_side.tmp.png"
-    sheet.save(tmp)
-    os.replace(tmp, folder / "side_by_side.png")
+    with atomic_path(folder / "side_by_side.png", keep_suffix=True) as tmp:
+        sheet.save(tmp)
     per_style_plot(result, folder / "per_style.png")
     cols = [k for k in data["per_style"][next(iter(data["per_style"]))]]
     lines = [f"# {title}", "",

@@ -13,13 +13,12 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from alaya.evaluation.world_eval import public_json
-from alaya.nn.pretrained import atomic_write_text
+from alaya.io import atomic_path, atomic_write_text
 
 
 def _save_png(image: Image.Image, path: Path) -> None:
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    image.save(tmp)
-    os.replace(tmp, path)
+    with atomic_path(path, keep_suffix=True) as tmp:
+        image.save(tmp)
 
 
 def contact_sheet(samples: list[dict]) -> Image.Image:
@@ -100,16 +99,14 @@ def _plots(result: dict, folder: Path) -> None:
 
 def _save_fig(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=100)
+    with atomic_path(path, keep_suffix=True) as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 def write_gif(frames: np.ndarray, path: Path, fps: int = 16) -> None:
-    tmp = path.with_name(f".{path.stem}.tmp.gif")
-    iio.imwrite(tmp, frames, extension=".gif", duration=1000 / fps, loop=0)
-    os.replace(tmp, path)
+    with atomic_path(path, keep_suffix=True) as tmp:
+        iio.imwrite(tmp, frames, extension=".gif", duration=1000 / fps, loop=0)
 
 
 def _fmt(v) -> str:

@@ -28,7 +28,8 @@ from alaya.data.dataset import ClipDataset
 from alaya.diffusion.flow import flow_matching_loss, logit_normal_t, with_share_at_one, x_prediction_loss
 from alaya.models.teacher import Teacher, TeacherConfig, teacher_config
 from alaya.text import PromptEncoder
-from alaya.train.loop import TrainConfig, Trainer, hardware_line, resolve_device
+from alaya.hardware import hardware_line
+from alaya.train.loop import TrainConfig, Trainer, resolve_device
 
 
 @dataclass

@@ -21,7 +21,7 @@ from alaya.data.episodes import EpisodeDataset, view_pitch_degrees
 from alaya.models.student import push_context
 from alaya.models.view_warp import dead_reckon
 from alaya.models.world import WorldModelConfig
-from alaya.nn.pretrained import atomic_save_tensors
+from alaya.io import atomic_save_tensors
 from alaya.text import PromptEncoder
 
 

@@ -8,7 +8,8 @@ import os
 import platform
 from pathlib import Path
 
-from alaya.nn.pretrained import atomic_write_text, read_config
+from alaya.io import atomic_write_text
+from alaya.nn.pretrained import read_config
 
 
 def _training_time(run_dir: Path) -> float | None:

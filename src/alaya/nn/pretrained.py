@@ -13,27 +13,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+
+from alaya.io import atomic_save_tensors, atomic_write_text
 
 T = TypeVar("T", bound=torch.nn.Module)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_save_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict | None = None) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp),
-              metadata=metadata)
-    with open(tmp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def save_pretrained(model: torch.nn.Module, folder: str | os.PathLike, dtype: torch.dtype | None = None,

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from alaya.io import atomic_path
+
 
 def write_frames(path: str | os.PathLike, frames: np.ndarray, fps: float = 30.0) -> list[Path]:
     frames = np.asarray(frames)
@@ -19,18 +21,15 @@ def write_frames(path: str | os.PathLike, frames: np.ndarray, fps: float = 30.0)
     path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".mp4":
         import imageio.v2 as imageio
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.mp4")
-        with imageio.get_writer(tmp, fps=fps, codec="libx264", quality=8, macro_block_size=16,
-                                ffmpeg_log_level="error") as w:
+        with atomic_path(path, keep_suffix=True) as tmp, imageio.get_writer(
+                tmp, fps=fps, codec="libx264", quality=8, macro_block_size=16, ffmpeg_log_level="error") as w:
             for f in frames:
                 w.append_data(f)
-        os.replace(tmp, path)
         return [path]
     if suffix == ".gif":
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.gif")
         images = [Image.fromarray(f) for f in frames]
-        images[0].save(tmp, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
-        os.replace(tmp, path)
+        with atomic_path(path, keep_suffix=True) as tmp:
+            images[0].save(tmp, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
         return [path]
     if suffix == ".png":
         paths = [path.with_name(f"{path.stem}_{i:04d}.png") for i in range(len(frames))]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from alaya.nn.pretrained import atomic_write_text
+from alaya.io import atomic_path, atomic_write_text
 
 RANGES_FILE = "int8_ranges.json"
 KEEP_FLOAT = ("stem", "out")   # the student's modules whose convolutions stay float
@@ -198,7 +198,6 @@ def quantize_step(graph: str | os.PathLike, out: str | os.PathLike, ranges: Mapp
         result = onnx.load(str(staged))
         onnx.helper.set_model_props(result, {p.key: p.value for p in onnx.load(str(graph)).metadata_props})
         out.parent.mkdir(parents=True, exist_ok=True)
-        part = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        onnx.save(result, str(part))
-        os.replace(part, out)
+        with atomic_path(out) as part:
+            onnx.save(result, str(part))
     return out

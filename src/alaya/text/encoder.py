@@ -146,6 +146,6 @@ class PromptEncoder:
     def save_cache(self) -> None:
         if self.cache_file is None:
             raise ValueError("this PromptEncoder has no cache_file")
-        from alaya.nn.pretrained import atomic_save_tensors
+        from alaya.io import atomic_save_tensors
         self.cache_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_save_tensors(self.cache_file, self._cache)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-from alaya.nn.pretrained import atomic_save_tensors
+from alaya.io import atomic_save_tensors
 from alaya.text.encoder import KNOWN_FILE, PromptEncoder, prompt_key
 
 

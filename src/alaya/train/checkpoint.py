@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from alaya.nn.pretrained import atomic_save_tensors, atomic_write_text
+from alaya.io import atomic_save_tensors, atomic_write_text
 
 
 def optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:

@@ -26,7 +26,6 @@ import dataclasses
 import json
 import math
 import os
-import platform
 import time
 import warnings
 from collections.abc import Callable
@@ -36,7 +35,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from alaya.nn.pretrained import atomic_write_text
+from alaya.hardware import cpu_info
+from alaya.io import atomic_write_text
 from alaya.train import distributed
 from alaya.train.checkpoint import load_checkpoint, save_checkpoint
 from alaya.train.plots import plot_metrics
@@ -91,38 +91,6 @@ def resolve_device(name: str, on_any_device: bool = True, recipe: str = "this re
         if device.index is None:
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     return device
-
-
-def cpu_info(path: str = "/proc/cpuinfo") -> tuple[str, bool | None]:
-    """(model name, whether the CPU has native bf16 arithmetic: avx512_bf16 or amx_bf16) from
-    ``path``; ("", None) where it cannot be read (not Linux). Without native bf16, CPU autocast
-    to bf16 is emulated: measured 2.4x slower than fp32 for the teacher on an AVX-512 Xeon
-    without it, against 3x faster on an AMD EPYC with it."""
-    try:
-        text = Path(path).read_text()
-    except OSError:
-        return "", None
-    name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "")
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith(("flags", "Features"))), [])
-    return name, any(f in flags for f in ("avx512_bf16", "amx_bf16", "bf16"))
-
-
-def wants_bf16(choice: str) -> bool:
-    """A bench's ``auto`` / ``on`` / ``off`` choice for bf16: ``auto`` where the CPU has native bf16."""
-    if choice not in ("auto", "on", "off"):
-        raise ValueError(f"bf16 choice must be auto, on or off, got '{choice}'")
-    return choice == "on" or (choice == "auto" and bool(cpu_info()[1]))
-
-
-def hardware_line(device: torch.device, bf16: bool, world_size: int = 1) -> str:
-    """What a run trained on, for its model card: e.g. '1 x NVIDIA H200, PyTorch 2.11.0, bf16 autocast'."""
-    precision = "bf16 autocast" if bf16 else "fp32"
-    if device.type == "cuda":
-        return f"{world_size} x {torch.cuda.get_device_name(device)}, PyTorch {torch.__version__}, {precision}"
-    name, native = cpu_info()
-    about = f" ({name}{', native bf16' if native else ', no native bf16' if native is False else ''})" if name else ""
-    return (f"{world_size} x {os.cpu_count()}-core {platform.machine()} CPU{about}, PyTorch {torch.__version__}, "
-            f"{precision}")
 
 
 def module_device(module: torch.nn.Module) -> torch.device:

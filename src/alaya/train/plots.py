@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from alaya.nn.pretrained import atomic_write_text
+from alaya.io import atomic_path, atomic_write_text
 
 SKIP = {"step", "elapsed_s"}
 
@@ -59,8 +59,7 @@ def plot_metrics(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
         ax.grid(alpha=0.3)
     fig.tight_layout()
     out = Path(out) if out else Path(run_dir) / "metrics.png"
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=100)
+    with atomic_path(out, keep_suffix=True) as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
-    os.replace(tmp, out)
     return out
