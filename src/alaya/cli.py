@@ -45,7 +45,7 @@ def _inspect(a: argparse.Namespace) -> int:
 
 def _import(a: argparse.Namespace) -> int:
     from alaya.data.importer import import_gbuffers
-    root = import_gbuffers(a.src, a.out, dataset_name=a.name)
+    root = import_gbuffers(a.src, a.out, dataset_name=a.name, up_axis=a.up_axis)
     print(f"imported into {root}")
     return 0
 
@@ -187,7 +187,9 @@ def _serve(a: argparse.Namespace) -> int:
     from alaya.serve.grpc_server import GrpcConfig, start_grpc_server
     grpc_service = start_grpc_server(factory, GrpcConfig(
         port=a.grpc, host=a.host, max_sessions=a.max_sessions, max_message_mb=a.max_message_mb,
-        model_name=Path(a.weights).name, backend=a.backend))
+        model_name=Path(a.weights).name, backend=a.backend, idle_timeout=a.idle_timeout))
+    from alaya.serve.play import preload_text_model
+    preload_text_model(factory.encoder)           # free-text prompts: streams keep theirs until it is in
     print(f"gRPC render service (alaya.v1.Renderer) on {grpc_service.address}: {a.size}x{a.size} frames, "
           f"{a.backend}, at most {a.max_sessions} sessions; Ctrl-C stops", flush=True)
     try:
@@ -236,10 +238,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     im = sub.add_parser("import", help="convert data made elsewhere into the clip contract")
     isub = im.add_subparsers(dest="kind", required=True)
-    gb = isub.add_parser("gbuffers", help="per-frame G-buffer files + gbuffers.json (docs/import.md)")
+    gb = isub.add_parser("gbuffers", help="G-buffers (per-frame files or stacked arrays) + gbuffers.json "
+                         "(docs/import.md)")
     gb.add_argument("src")
     gb.add_argument("--out", required=True)
     gb.add_argument("--name", default=None)
+    gb.add_argument("--up-axis", choices=["z", "y"], default=None,
+                    help="the source world's up axis (default: gbuffers.json camera.up_axis, else z); "
+                         "y-up poses are turned into the contract's z-up world")
     gb.set_defaults(func=_import)
 
     add_record_commands(sub, isub, STYLE_NAMES)
@@ -326,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--size", type=int, default=128, help="the frame size served (square, a multiple of 16)")
     sv.add_argument("--max-sessions", type=int, default=8, help="concurrent streams; more get RESOURCE_EXHAUSTED")
     sv.add_argument("--max-message-mb", type=float, default=16.0, help="largest incoming frame message")
+    sv.add_argument("--idle-timeout", type=float, default=30.0, help="seconds without a frame before a stream "
+                    "is ended (DEADLINE_EXCEEDED) and its session slot freed")
     sv.set_defaults(func=_serve)
 
     pl = sub.add_parser("play", help="the playable world in a browser (engine physics drawn by the student)")

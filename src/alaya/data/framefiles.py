@@ -1,14 +1,18 @@
-"""Per-frame image files for importers: listing a channel folder and reading one frame.
+"""The frames of one G-buffer channel for importers: a folder of per-frame files
+(``FrameFolder``) or one stacked array holding every frame (``StackedFrames``).
 
-Supported: ``.png`` (8- or 16-bit, via PIL; 16-bit only for single-channel images, a PIL
+Per-frame files: ``.png`` (8- or 16-bit, via PIL; 16-bit only for single-channel images, a PIL
 limit), ``.npy`` (``allow_pickle=False``) and ``.exr`` (needs the optional ``OpenEXR``
 module: ``pip install OpenEXR``). Frames are taken in sorted file-name order; files whose
-name starts with '.' are ignored.
+name starts with '.' are ignored. Stacked: a ``.npy`` (memory-mapped) or one array of an
+``.npz``, shaped (T, H, W) or (T, H, W, C). Both give frame i as (H, W) or (H, W, C), and every
+error names the file, the channel and the frame.
 """
 
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -122,3 +126,82 @@ def to_u8(arr: np.ndarray) -> np.ndarray:
     if arr.dtype == np.uint8:
         return arr
     return np.round(np.clip(to_unit(arr), 0.0, 1.0) * 255).astype(np.uint8)
+
+
+class FrameFolder:
+    """A channel stored as one file per frame in ``folder`` (sorted names)."""
+
+    def __init__(self, folder: str | os.PathLike[str], channel: str) -> None:
+        self.source = Path(folder)
+        self.channel = channel
+        self.files = list_frames(folder, channel)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def where(self, i: int) -> Path:
+        """The file of frame ``i`` (for error messages)."""
+        return self.files[i]
+
+    def read(self, i: int) -> np.ndarray:
+        return read_frame(self.files[i], self.channel, i)
+
+
+class StackedFrames:
+    """A channel stored as one array of every frame, (T, H, W) or (T, H, W, C): a ``.npy``
+    (memory-mapped, so only the frames read are loaded) or the array ``key`` of an ``.npz``
+    (default ``default_key``, else its only array; loaded whole)."""
+
+    def __init__(self, path: str | os.PathLike[str], channel: str, key: str | None = None,
+                 default_key: str | None = None) -> None:
+        self.source = Path(path)
+        self.channel = channel
+        suffix = self.source.suffix.lower()
+        try:
+            if suffix == ".npy":
+                self.array = np.load(self.source, mmap_mode="r", allow_pickle=False)
+            elif suffix == ".npz":
+                with np.load(self.source, allow_pickle=False) as npz:
+                    names = list(npz.files)
+                    if key is None:
+                        key = default_key if default_key in names else (names[0] if len(names) == 1 else None)
+                    if key not in names:
+                        raise GBufferImportError(self.source, f"no array {key!r} among {names}; name it with "
+                                                 "\"key\"", channel=channel)
+                    self.array = npz[key]
+            else:
+                raise GBufferImportError(self.source, f"stacked frames must be .npy or .npz, got {suffix!r}",
+                                         channel=channel)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+            if isinstance(e, GBufferImportError):
+                raise
+            raise GBufferImportError(self.source, f"cannot read ({e})", channel=channel) from e
+        if self.array.ndim not in (3, 4) or self.array.shape[0] < 1:
+            raise GBufferImportError(self.source, "stacked frames must be (T, H, W) or (T, H, W, C), got "
+                                     f"shape {self.array.shape}", channel=channel)
+        self.key = key
+
+    def __len__(self) -> int:
+        return int(self.array.shape[0])
+
+    def where(self, i: int) -> str:
+        return f"{self.source}[{self.key!r}]" if self.key else str(self.source)
+
+    def read(self, i: int) -> np.ndarray:
+        try:
+            return np.asarray(self.array[i])
+        except (OSError, ValueError) as e:
+            raise GBufferImportError(self.where(i), f"cannot read ({e})", channel=self.channel, frame=i) from e
+
+
+def open_channel(src: Path, cfg: dict, channel: str, default_key: str) -> FrameFolder | StackedFrames:
+    """A channel's frames as ``gbuffers.json`` describes them: ``{"dir": ...}`` (one file per
+    frame; default: the folder named ``default_key``) or ``{"file": ..., "key": ...}`` (stacked)."""
+    if not isinstance(cfg, dict):
+        raise GBufferImportError(src, f"expected an object with \"dir\" or \"file\", got {cfg!r}", channel=channel)
+    if "file" in cfg:
+        if "dir" in cfg:
+            raise GBufferImportError(src, "give \"dir\" (one file per frame) or \"file\" (stacked), "
+                                     "not both", channel=channel)
+        return StackedFrames(src / cfg["file"], channel, cfg.get("key"), default_key)
+    return FrameFolder(src / cfg.get("dir", default_key), channel)

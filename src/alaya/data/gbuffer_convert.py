@@ -120,9 +120,31 @@ def convert_ids(raw: np.ndarray, where: Where) -> np.ndarray:
     return ids.astype(np.uint16)
 
 
-def convert_motion(raw: np.ndarray, cfg: dict, where: Where) -> np.ndarray:
+def convert_mask(raw: np.ndarray, cfg: dict, where: Where) -> np.ndarray:
+    """An explicit geometry mask (bool (H, W)): integer or bool images are geometry where
+    non-zero, float ones where > 0.5; ``"invert": true`` for masks that mark the background
+    (a sky mask)."""
+    m = single_channel(raw, where)
+    if m.dtype.kind == "f":
+        if not np.isfinite(m).all():
+            raise where("NaN or inf in the mask")
+        geometry = m > 0.5
+    elif m.dtype.kind in "uib":
+        geometry = m != 0
+    else:
+        raise where(f"a mask must be integers, bools or floats, got dtype {m.dtype}")
+    invert = cfg.get("invert", False)
+    if not isinstance(invert, bool):
+        raise where(f"\"invert\" must be true or false, got {invert!r}")
+    return ~geometry if invert else geometry
+
+
+def convert_motion(raw: np.ndarray, cfg: dict, where: Where,
+                   missing_ok: np.ndarray | None = None) -> np.ndarray:
     """Flow in pixels (H, W, 2) float64, +x right, +y down; units "ndc" are scaled by
-    (W / 2, -H / 2) since NDC y points up. The convention is handled by the caller."""
+    (W / 2, -H / 2) since NDC y points up. The convention is handled by the caller. Non-finite
+    values are refused, except where ``missing_ok`` (H, W) is set (the background, whose flow
+    the caller computes); they stay NaN there."""
     if raw.ndim != 3 or raw.shape[-1] < 2:
         raise where(f"expected an (H, W, 2) flow image, got shape {raw.shape}")
     if raw.dtype.kind not in "f":
@@ -134,9 +156,53 @@ def convert_motion(raw: np.ndarray, cfg: dict, where: Where) -> np.ndarray:
         m = m * np.array([W / 2, -H / 2])
     elif units != "pixels":
         raise where(f"unknown motion units {units!r}; expected 'pixels' or 'ndc'")
-    if not np.isfinite(m).all():
-        raise where("NaN or inf in motion")
-    return m
+    bad = ~np.isfinite(m).all(axis=-1)
+    if missing_ok is not None:
+        bad &= ~missing_ok
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise where(f"NaN or inf in motion on geometry ({int(bad.sum())} pixels, first at {first})")
+    return np.where(np.isfinite(m).all(axis=-1, keepdims=True), m, np.nan)
+
+
+def rotation_degrees(w2c_t: np.ndarray, w2c_prev: np.ndarray) -> float:
+    """The camera's turn between two view matrices, in degrees."""
+    R = np.asarray(w2c_t, np.float64)[:3, :3] @ np.asarray(w2c_prev, np.float64)[:3, :3].T
+    return float(np.degrees(np.arccos(np.clip((np.trace(R) - 1) / 2, -1.0, 1.0))))
+
+
+def settle_background_motion(flow: np.ndarray, background: np.ndarray, at_infinity: np.ndarray,
+                             mode: str, turn_degrees: float, where: Where) -> np.ndarray:
+    """The contract's motion on the background (``background``, (H, W) bool): the flow of
+    points at infinity, ``at_infinity`` (H, W, 2; the camera's rotation only, NaN where it has
+    none). mode "compute" writes it on every background pixel; mode "check" (the default)
+    writes it where the input has none (NaN) and checks the input elsewhere: more than 1% of the
+    background off by more than 0.5 px + 10% is refused, with its own message when the input is 0
+    there (an engine that writes no motion for the sky) while the camera turns."""
+    if mode not in ("check", "compute"):
+        raise where(f"unknown motion \"background\" {mode!r}; expected 'check' or 'compute'")
+    expected = np.nan_to_num(at_infinity, nan=0.0)
+    given = background & np.isfinite(flow).all(axis=-1)
+    fill = background if mode == "compute" else background & ~given
+    out = np.where(fill[..., None], expected, flow)
+    if mode == "compute" or not given.any():
+        return out
+    size = np.linalg.norm(expected, axis=-1)
+    err = np.linalg.norm(flow - expected, axis=-1)
+    bad = given & np.isfinite(at_infinity).all(axis=-1) & (err > 0.5 + 0.1 * size)
+    if bad.sum() <= 0.01 * given.sum():
+        return out
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    fix = ("set \"background\": \"compute\" in the motion channel of gbuffers.json to have the importer "
+           "compute it from K and the camera poses, or export the background's motion")
+    if (np.linalg.norm(flow[bad], axis=-1) < 1e-3).all():
+        raise where(f"motion is 0 on {int(bad.sum())} of the {int(background.sum())} background pixels "
+                    f"(mask 0; first at {first}), but the camera turns by {turn_degrees:.2f} degrees since the "
+                    f"frame before: the contract wants the flow of points at infinity there (up to "
+                    f"{float(size[background].max()):.2f} px in this frame; docs/dataset.md); {fix}")
+    raise where(f"motion on {int(bad.sum())} of the {int(background.sum())} background pixels (mask 0; first "
+                f"at {first}) is not the flow of points at infinity (camera rotation only): off by a median "
+                f"of {float(np.median(err[bad])):.2f} px; {fix}")
 
 
 def backward_from_forward(fwd_prev: np.ndarray, depth_prev: np.ndarray) -> np.ndarray:
@@ -144,13 +210,16 @@ def backward_from_forward(fwd_prev: np.ndarray, depth_prev: np.ndarray) -> np.nd
 
     Each pixel p of frame t-1 is splatted to q = round(p + f(p)) in frame t with backward flow
     -f(p); where several land on one pixel the nearest (smallest depth_prev) wins; pixels that
-    nothing reaches (disocclusions) take -f at the same position.
+    nothing reaches (disocclusions) take -f at the same position. NaN input (no flow there) is
+    not splatted.
     """
     H, W = depth_prev.shape
     v, u = np.mgrid[0:H, 0:W]
-    tx = np.rint(u + fwd_prev[..., 0]).astype(np.int64)
-    ty = np.rint(v + fwd_prev[..., 1]).astype(np.int64)
-    ok = (tx >= 0) & (tx < W) & (ty >= 0) & (ty < H)
+    finite = np.isfinite(fwd_prev).all(axis=-1)          # NaN: no input there (background)
+    safe = np.where(finite[..., None], fwd_prev, 0.0)
+    tx = np.rint(u + safe[..., 0]).astype(np.int64)
+    ty = np.rint(v + safe[..., 1]).astype(np.int64)
+    ok = finite & (tx >= 0) & (tx < W) & (ty >= 0) & (ty < H)
     back = -fwd_prev.astype(np.float64)
     key = np.where(depth_prev > 0, depth_prev, np.inf)[ok]
     target = (ty * W + tx)[ok]

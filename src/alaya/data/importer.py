@@ -1,8 +1,9 @@
 """Import G-buffers rendered elsewhere into the clip contract (see ``docs/import.md``).
 
-Input: a folder ``SRC`` holding ``gbuffers.json`` and one sub-folder of per-frame files per
-channel (``.png`` 8/16-bit, ``.npy``, or ``.exr`` with the optional OpenEXR module; frames in
-sorted file-name order)::
+Input: a folder ``SRC`` holding ``gbuffers.json`` and, per channel, a sub-folder of per-frame
+files (``.png`` 8/16-bit, ``.npy``, or ``.exr`` with the optional OpenEXR module; frames in
+sorted file-name order) or one stacked array of every frame (``{"file": "depth.npy"}``, or
+``{"file": "all.npz", "key": "depth"}``; ``framefiles.open_channel``)::
 
     {"fps": 30, "width": 128, "height": 128, "clip_length": 16,
      "camera": {"K": [[fx, 0, cx], [0, fy, cy], [0, 0, 1]]   # or "fov_y_degrees": 60
@@ -16,7 +17,11 @@ sorted file-name order)::
        "motion": {"dir": "motion", "convention": "backward", "units": "pixels"},
        "rgb": {"dir": "rgb", "style": "imported"}}}   # or a list of such, one per style
 
-Only ``depth`` and at least one ``rgb`` style are required. Defaults: mask = valid depth;
+Only ``depth`` and at least one ``rgb`` style are required; ``"mask": {"dir": ...}`` gives the
+geometry explicitly, ``camera.up_axis`` (or ``up_axis=``) "y" turns a y-up world's poses into the
+contract's z-up one (``Y_UP_TO_Z_UP``), and a given motion's background must be the flow of
+points at infinity (computed where it is NaN, or everywhere with ``"background": "compute"``;
+``gbuffer_convert.settle_background_motion``). Defaults: mask = valid depth;
 normals derived from depth (``geometry.normals_from_depth``); roughness/metallic 0;
 material and instance 1 on geometry; motion = static-scene reprojection between the camera
 poses (``geometry.reproject_flow``; zero when the poses are identity). The N frames are cut
@@ -37,16 +42,20 @@ import numpy as np
 from alaya.data.clipio import check_invariants, write_clip
 from alaya.data.contract import SCHEMA_VERSION
 from alaya.data.dataset import CLIPS_DIR, META_FILE, DatasetMeta, splits_for_seeds, write_meta
-from alaya.data.framefiles import GBufferImportError, list_frames, read_frame, to_u8
+from alaya.data.framefiles import GBufferImportError, open_channel, to_u8
 from alaya.data.gbuffer_convert import (
-    backward_from_forward, colour_u8, convert_depth, convert_ids, convert_motion,
-    convert_normal, single_channel,
+    backward_from_forward, colour_u8, convert_depth, convert_ids, convert_mask, convert_motion,
+    convert_normal, rotation_degrees, settle_background_motion, single_channel,
 )
 from alaya.data.geometry import normals_from_depth, reproject_flow
 
 SPEC_FILE = "gbuffers.json"
-CHANNELS = ("depth", "normal", "albedo", "roughness", "metallic", "material", "instance",
+CHANNELS = ("depth", "mask", "normal", "albedo", "roughness", "metallic", "material", "instance",
             "motion", "rgb")
+UP_AXES = ("z", "y")
+# A y-up source world into the contract's z-up one: (x, y, z) -> (x, -z, y), a +90 degree turn
+# about x (source up +y becomes +z, the source's -z forward becomes +y).
+Y_UP_TO_Z_UP = np.array([[1.0, 0, 0, 0], [0, 0, -1, 0], [0, 1, 0, 0], [0, 0, 0, 1]])
 
 
 def _load_spec(src: Path, require_rgb: bool = True) -> dict:
@@ -98,10 +107,18 @@ def _poses(camera: dict, src: Path, n: int) -> np.ndarray:
     return w2c
 
 
-class _Source:
-    """The parsed input folder: spec, camera, and the frame files of every channel."""
+def _up_axis(camera: dict, override: str | None, path: Path) -> str:
+    up = override if override is not None else camera.get("up_axis", "z")
+    if up not in UP_AXES:
+        raise GBufferImportError(path, f"up axis must be one of {list(UP_AXES)}, got {up!r}")
+    return up
 
-    def __init__(self, src: Path, require_rgb: bool = True) -> None:
+
+class _Source:
+    """The parsed input folder: spec, camera (poses in the contract's z-up world), and the
+    frames of every channel (per-frame files or stacked arrays)."""
+
+    def __init__(self, src: Path, require_rgb: bool = True, up_axis: str | None = None) -> None:
         self.src = src
         self.spec = _load_spec(src, require_rgb)
         self.H, self.W = self.spec["height"], self.spec["width"]
@@ -115,22 +132,26 @@ class _Source:
                                      channel="rgb")
         for i, style in enumerate(self.styles):
             self.channels[f"rgb:{style}"] = rgb[i]
-        self.files = {k: list_frames(src / cfg.get("dir", k.split(":")[0]), k)
-                      for k, cfg in self.channels.items()}
-        self.n = len(self.files["depth"])
-        for k, files in self.files.items():
-            if len(files) != self.n:
-                raise GBufferImportError(src / self.channels[k].get("dir", k), f"{len(files)} "
-                                         f"frames but depth has {self.n}", channel=k)
+        self.frames = {k: open_channel(src, cfg, k, k.split(":")[-1] if k.startswith("rgb:") else k)
+                       for k, cfg in self.channels.items()}
+        self.n = len(self.frames["depth"])
+        for k, frames in self.frames.items():
+            if len(frames) != self.n:
+                raise GBufferImportError(frames.source, f"{len(frames)} frames but depth has {self.n}",
+                                         channel=k)
         camera = self.spec.get("camera", {})
         self.K = _intrinsics(camera, self.H, self.W, src / SPEC_FILE)
-        self.w2c = _poses(camera, src, self.n)
+        self.up_axis = _up_axis(camera, up_axis, src / SPEC_FILE)
+        # world -> camera rotations as given (world-space normals are rotated by these), and the
+        # poses in the contract's z-up world: w2c_source @ inverse(Y_UP_TO_Z_UP) for a y-up source
+        self.w2c_source = _poses(camera, src, self.n)
+        self.w2c = self.w2c_source @ np.linalg.inv(Y_UP_TO_Z_UP) if self.up_axis == "y" else self.w2c_source
 
     def read(self, channel: str, i: int) -> tuple[np.ndarray, partial]:
         """Raw frame ``i`` of a channel, size-checked, plus its error factory."""
-        path = self.files[channel][i]
-        where = partial(GBufferImportError, path, channel=channel, frame=i)
-        raw = read_frame(path, channel, i)
+        frames = self.frames[channel]
+        where = partial(GBufferImportError, frames.where(i), channel=channel, frame=i)
+        raw = frames.read(i)
         if raw.shape[:2] != (self.H, self.W):
             raise where(f"expected {self.H}x{self.W} (HxW), got shape {raw.shape}")
         return raw, where
@@ -141,10 +162,20 @@ def _frame_gbuffer(s: _Source, i: int) -> dict[str, np.ndarray]:
     ch = s.channels
     raw, where = s.read("depth", i)
     depth, mask = convert_depth(raw, ch["depth"], where)
+    if "mask" in ch:                      # explicit: geometry where it says, and depth must be there
+        raw, where = s.read("mask", i)
+        given = convert_mask(raw, ch["mask"], where)
+        holes = given & ~mask
+        if holes.any():
+            first = tuple(int(j) for j in np.argwhere(holes)[0])
+            raise where(f"the mask says geometry on {int(holes.sum())} pixels where depth has no valid "
+                        f"value (first at {first})")
+        mask = given
+        depth = np.where(mask, depth, 0.0).astype(np.float32)
     out: dict[str, np.ndarray] = {"depth": depth, "mask": mask.astype(np.uint8)}
     if "normal" in ch:
         raw, where = s.read("normal", i)
-        out["normal"] = convert_normal(raw, ch["normal"], mask, depth, s.K, s.w2c[i][:3, :3],
+        out["normal"] = convert_normal(raw, ch["normal"], mask, depth, s.K, s.w2c_source[i][:3, :3],
                                        where)
     else:
         out["normal"] = normals_from_depth(depth, s.K).astype(np.float16)
@@ -171,22 +202,32 @@ def _frame_gbuffer(s: _Source, i: int) -> dict[str, np.ndarray]:
     return out
 
 
-def _motion(s: _Source, i: int, depth_t: np.ndarray, depth_prev: np.ndarray) -> np.ndarray:
-    """Backward flow (H, W, 2) of source frame i (not the first of its clip), in pixels."""
+def _motion(s: _Source, i: int, depth_t: np.ndarray, depth_prev: np.ndarray, mask_t: np.ndarray,
+            mask_prev: np.ndarray) -> np.ndarray:
+    """Backward flow (H, W, 2) of source frame i (not the first of its clip), in pixels; on the
+    background the flow of points at infinity (computed, or the input's, checked)."""
     cfg = s.channels.get("motion")
+    bound = 4 * max(s.H, s.W) - 1
     if cfg is None:
         flow = reproject_flow(depth_t, s.K, s.w2c[i], s.w2c[i - 1])
-        bound = 4 * max(s.H, s.W) - 1
         return np.clip(np.nan_to_num(flow, nan=0.0), -bound, bound)
     convention = cfg.get("convention", "backward")
     if convention == "backward":
         raw, where = s.read("motion", i)
-        return convert_motion(raw, cfg, where)
-    if convention == "forward":
+        flow = convert_motion(raw, cfg, where, missing_ok=~mask_t)
+    elif convention == "forward":
         raw, where = s.read("motion", i - 1)
-        return backward_from_forward(convert_motion(raw, cfg, where), depth_prev)
-    raise GBufferImportError(s.src / SPEC_FILE, f"unknown motion convention {convention!r}; "
-                             "expected 'backward' or 'forward'", channel="motion")
+        flow = backward_from_forward(convert_motion(raw, cfg, where, missing_ok=~mask_prev), depth_prev)
+        if np.isnan(flow[mask_t]).any():
+            raise where("forward flow of the frame before leaves geometry of this frame without motion")
+    else:
+        raise GBufferImportError(s.src / SPEC_FILE, f"unknown motion convention {convention!r}; "
+                                 "expected 'backward' or 'forward'", channel="motion")
+    at_infinity = reproject_flow(np.zeros((s.H, s.W)), s.K, s.w2c[i], s.w2c[i - 1])
+    flow = settle_background_motion(flow, ~mask_t, np.clip(at_infinity, -bound, bound),
+                                    cfg.get("background", "check"), rotation_degrees(s.w2c[i], s.w2c[i - 1]),
+                                    where)
+    return flow
 
 
 def _build_clip(s: _Source, start: int, length: int) -> dict[str, np.ndarray]:
@@ -197,7 +238,8 @@ def _build_clip(s: _Source, start: int, length: int) -> dict[str, np.ndarray]:
         clip["styles"] = np.array(s.styles, dtype=np.str_)
     motion = np.zeros((length, s.H, s.W, 2), np.float64)
     for t in range(1, length):
-        motion[t] = _motion(s, start + t, clip["depth"][t], clip["depth"][t - 1])
+        motion[t] = _motion(s, start + t, clip["depth"][t], clip["depth"][t - 1], clip["mask"][t] == 1,
+                            clip["mask"][t - 1] == 1)
     clip["motion"] = motion.astype(np.float16)
     clip["K"] = s.K.astype(np.float32)
     clip["world_to_camera"] = s.w2c[start:start + length].astype(np.float32)
@@ -216,10 +258,10 @@ def _material_library(sums: np.ndarray, counts: np.ndarray) -> list[dict]:
     return out
 
 
-def read_gbuffers(src: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+def read_gbuffers(src: str | os.PathLike[str], *, up_axis: str | None = None) -> dict[str, np.ndarray]:
     """Every frame of a G-buffer folder as one clip's G-buffer arrays, converted exactly as
     ``import_gbuffers`` does but with no RGB needed: what ``alaya render --gbuffers`` renders."""
-    s = _Source(Path(src), require_rgb=False)
+    s = _Source(Path(src), require_rgb=False, up_axis=up_axis)
     clip = _build_clip(s, 0, s.n)
     errors = check_invariants(clip, path=s.src)
     if errors:
@@ -228,15 +270,18 @@ def read_gbuffers(src: str | os.PathLike[str]) -> dict[str, np.ndarray]:
 
 
 def import_gbuffers(
-    src: str | os.PathLike[str], out: str | os.PathLike[str], *, dataset_name: str | None = None
+    src: str | os.PathLike[str], out: str | os.PathLike[str], *, dataset_name: str | None = None,
+    up_axis: str | None = None,
 ) -> Path:
     """Convert the G-buffer folder ``src`` into a dataset folder ``out``; returns ``out``.
 
+    ``up_axis`` ("z" or "y"): the source world's up axis, overriding ``camera.up_axis`` of
+    gbuffers.json (default "z"); a y-up world's poses are turned into the contract's z-up world.
     ``out`` must not hold a dataset yet. Raises ``GBufferImportError`` naming the file,
     channel and frame at fault; every clip is checked with ``check_invariants`` before writing.
     """
     src, out = Path(src), Path(out)
-    s = _Source(src)
+    s = _Source(src, up_axis=up_axis)
     length = int(s.spec.get("clip_length", s.n))
     if not 0 < length <= s.n:
         raise GBufferImportError(src / SPEC_FILE, f"clip_length {length} must be in 1..{s.n} "
@@ -279,7 +324,7 @@ def import_gbuffers(
         materials=_material_library(sums[:top + 1], counts[:top + 1]), splits=splits,
         clips=clips, actions=None,
         generator={"tool": "alaya.data.importer", "source": str(src), "spec": s.spec,
-                   "frames_total": s.n, "frames_dropped": s.n % length},
+                   "up_axis": s.up_axis, "frames_total": s.n, "frames_dropped": s.n % length},
     )
     write_meta(out, meta)
     return out
