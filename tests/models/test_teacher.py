@@ -159,7 +159,7 @@ def test_view_features_once_equal_the_view_every_step():
 
 @pytest.mark.parametrize("pixel", [0, 4])
 def test_strided_view_branch_computes_the_same_function(pixel):
-    from alaya.models.teacher import apply_view, pixel_features, strided_view_branch, view_branch
+    from alaya.nn.unet import apply_view, pixel_features, strided_view_branch, view_branch
     torch.manual_seed(0)
     branch = view_branch(8 + pixel, 16)
     for p in branch.parameters():

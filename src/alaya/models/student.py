@@ -7,7 +7,7 @@ motion vectors (``warp_latents``) and paired with a validity mask (pixels that c
 outside the previous view are marked invalid). Context never looks ahead, and its size is fixed,
 so a stream of any length runs in flat memory.
 
-The network reuses the teacher's blocks (``FlowBlock``) with one frame per call; a temporal
+The network is the teacher's U-Net core (``alaya.nn.unet``) run on one frame per call; a temporal
 convolution over a single replicated frame is a linear map, so a teacher's weights carry over
 (``init_from_teacher`` copies every tensor whose name and shape match, and the teacher's input
 weights for the noisy latents and the G-buffer into the wider input layer). Flow time ``t`` and
@@ -25,10 +25,11 @@ from torch import nn
 
 from alaya.diffusion.flow import edm_coefficients
 from alaya.diffusion.meanflow import integrate_steps
-from alaya.models.teacher import FlowBlock, Teacher, apply_view, check_view, pixel_features, view_branch
+from alaya.models.teacher import Teacher
 from alaya.nn.blocks import conv
 from alaya.nn.conditioning import AdaGroupNorm, timestep_embedding
 from alaya.nn.pretrained import copy_matching, from_pretrained, save_pretrained
+from alaya.nn.unet import UNetCore, apply_view, check_view, embedding_mlp
 
 
 @dataclass
@@ -112,34 +113,24 @@ def integrate_student(student: "Student", z: torch.Tensor, ts: torch.Tensor, gbu
     return integrate_steps(velocity, z, ts, student.config.average_velocity)
 
 
-class Student(nn.Module):
+class Student(UNetCore):
     def __init__(self, config: StudentConfig | None = None):
         super().__init__()
         self.config = c = config or StudentConfig()
-        w0, w1 = c.widths
-        self.time_mlp = nn.Sequential(nn.Linear(c.emb_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
-        self.interval_mlp = nn.Sequential(nn.Linear(c.emb_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
+        w0 = c.widths[0]
+        self.time_mlp = embedding_mlp(c.emb_dim, c.emb_dim)
+        self.interval_mlp = embedding_mlp(c.emb_dim, c.emb_dim)
         nn.init.zeros_(self.interval_mlp[-1].weight)       # r = t at init: a plain velocity model
         nn.init.zeros_(self.interval_mlp[-1].bias)
-        self.text_mlp = nn.Sequential(nn.Linear(c.text_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
+        self.text_mlp = embedding_mlp(c.text_dim, c.emb_dim)
         # The input layer is linear, so it splits exactly into a per-step part for the noisy
         # latents and a per-frame part for the G-buffer and context (``condition``), which a
         # sampler computes once per frame instead of once per step.
         self.stem = conv(c.latent_channels, w0)
         self.cond_stem = conv(c.gbuffer_channels + c.context * (c.latent_channels + 1), w0)
         nn.init.zeros_(self.cond_stem.bias)
-        self.view = view_branch(c.view_channels + c.view_pixel, w0) if c.view_channels else None
-        self.view_pixel = pixel_features(c.view_channels, c.view_pixel) if c.view_channels and c.view_pixel else None
-        self.down0 = nn.ModuleList(FlowBlock(w0, w0, c.emb_dim, 3, causal=True) for _ in range(c.blocks))
-        self.down = nn.Conv2d(w0, w1, 3, 2, 1)
-        self.mid = nn.ModuleList(FlowBlock(w1, w1, c.emb_dim, 3, causal=True) for _ in range(2 * c.blocks))
-        self.up = nn.Sequential(nn.Upsample(scale_factor=2, mode="nearest"), conv(w1, w0))
-        self.up0 = nn.ModuleList(FlowBlock(2 * w0 if i == 0 else w0, w0, c.emb_dim, 3, causal=True)
-                                 for i in range(c.blocks))
-        self.out_norm = nn.GroupNorm(8, w0)
-        self.out = conv(w0, c.latent_channels)
-        nn.init.zeros_(self.out.weight)
-        nn.init.zeros_(self.out.bias)
+        self.build_view(c.view_channels, c.view_pixel, w0)
+        self.build_core(c.widths, c.emb_dim, c.blocks, c.latent_channels, kernel=3, causal=True)
 
     def embed(self, r: torch.Tensor, t: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         d = self.config.emb_dim
@@ -223,16 +214,7 @@ class Student(nn.Module):
         if pre:
             c_in, c_skip, c_out = (k.reshape(B, 1, 1, 1) for k in edm_coefficients(t.float(), c.sigma_data))
         x = self.stem(z * c_in if pre else z) + features
-        for blk in self.down0:
-            x = blk(x, emb, 1)
-        skip = x
-        x = self.down(x)
-        for blk in self.mid:
-            x = blk(x, emb, 1)
-        x = torch.cat([self.up(x), skip], 1)
-        for blk in self.up0:
-            x = blk(x, emb, 1)
-        f = self.out(F.silu(self.out_norm(x)))
+        f = self.run_core(x, emb, 1)                                    # one frame a call
         if not pre:
             return f
         return (z - (c_skip * z + c_out * f)) / t.reshape(B, 1, 1, 1).clamp(min=1e-4)

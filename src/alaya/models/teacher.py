@@ -3,8 +3,8 @@
 Input per clip: noisy latents ``z`` (B, T, C, h, w), flow time ``t`` (B,), the G-buffer latents
 ``gbuffer`` (B, T, G, h, w) concatenated along channels, and a prompt embedding ``text``
 (B, 384) that — with the time embedding — drives adaptive group norms. Frames share a 2D U-Net
-(latent resolution and half of it) whose blocks mix information across frames with temporal
-convolutions that look both ways. Prompt dropout in training (``prompt_dropout``) lets the
+(``alaya.nn.unet``: latent resolution and half of it, the student's core too) whose blocks mix
+information across frames with temporal convolutions that look both ways. Prompt dropout in training (``prompt_dropout``) lets the
 sampler use classifier-free guidance: the unconditional call passes a zero ``text``.
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from alaya.diffusion.flow import edm_coefficients
 from alaya.nn.blocks import conv
-from alaya.nn.conditioning import AdaGroupNorm, TemporalConv, timestep_embedding
+from alaya.nn.conditioning import timestep_embedding
 from alaya.nn.pretrained import from_pretrained, save_pretrained
+from alaya.nn.unet import UNetCore, apply_view, check_view, embedding_mlp
 
 
 @dataclass
@@ -54,98 +54,17 @@ def teacher_config(preset: str = "small", **overrides) -> TeacherConfig:
     return TeacherConfig(**{**TEACHER_PRESETS[preset], **overrides})
 
 
-class FlowBlock(nn.Module):
-    def __init__(self, cin: int, cout: int, emb_dim: int, kernel: int, causal: bool = False):
-        super().__init__()
-        self.norm1 = AdaGroupNorm(cin, emb_dim)
-        self.conv1 = conv(cin, cout)
-        self.norm2 = AdaGroupNorm(cout, emb_dim)
-        self.conv2 = conv(cout, cout)
-        nn.init.zeros_(self.conv2.weight)
-        self.skip = nn.Identity() if cin == cout else nn.Conv2d(cin, cout, 1)
-        self.temporal = TemporalConv(cout, kernel, causal)
-        self.act = nn.SiLU()
-
-    def forward(self, x: torch.Tensor, emb: torch.Tensor, frames: int) -> torch.Tensor:
-        h = self.conv1(self.act(self.norm1(x, emb)))
-        h = self.conv2(self.act(self.norm2(h, emb)))
-        return self.temporal(self.skip(x) + h, frames)
-
-
-def view_branch(channels: int, width: int) -> nn.Sequential:
-    """Pixel-resolution view input (N, V, 8h, 8w) -> stem features (N, width, h, w): each 8x8
-    block to channels, then two convolutions. The last starts at zero, so a network that gains
-    the branch starts out computing what it computed without it; no biases, so a zero input (an
-    unknown camera) adds exactly nothing, as None does."""
-    branch = nn.Sequential(nn.PixelUnshuffle(8), nn.Conv2d(64 * channels, width, 1, bias=False), nn.SiLU(),
-                           nn.Conv2d(width, width, 3, padding=1, bias=False))
-    nn.init.zeros_(branch[-1].weight)
-    return branch
-
-
-def strided_view_branch(branch: nn.Sequential) -> nn.Sequential:
-    """The same function as ``view_branch``'s ``branch`` with its 8x8 blocks read by one 8x8
-    convolution of stride 8 (weights reshaped) instead of ``PixelUnshuffle`` + a 1x1
-    convolution: onnxruntime runs PixelUnshuffle as a 6-D transpose, which cost 1.2 ms of the
-    Flash student's 3.9 ms frame graph (measured). For export; trained weights keep their layout."""
-    unshuffle, blocks, act, conv = branch
-    r = unshuffle.downscale_factor
-    width, inputs = blocks.weight.shape[:2]
-    strided = nn.Conv2d(inputs // (r * r), width, r, stride=r, bias=False)
-    with torch.no_grad():       # PixelUnshuffle's channel c * r * r + i * r + j holds pixel (i, j) of channel c
-        strided.weight.copy_(blocks.weight.reshape(width, inputs // (r * r), r, r))
-    return nn.Sequential(strided, act, conv)
-
-
-def pixel_features(channels: int, features: int) -> nn.Sequential:
-    """Per-pixel MLP (two 1x1 convolutions, no biases: zero in, zero out) whose ``features``
-    outputs ``apply_view`` appends to the view input, so that the blocked branch can read
-    per-pixel products (albedo times a light term) that a linear map of a block cannot form."""
-    return nn.Sequential(nn.Conv2d(channels, features, 1, bias=False), nn.SiLU(),
-                         nn.Conv2d(features, features, 1, bias=False), nn.SiLU())
-
-
-def apply_view(branch: nn.Module, pixel: nn.Module | None, view: torch.Tensor) -> torch.Tensor:
-    """Stem features of a view input (N, V, 8h, 8w) through ``view_branch`` (and ``pixel_features``)."""
-    if pixel is not None:
-        view = torch.cat([view, pixel(view)], 1)
-    return branch(view)
-
-
-def check_view(view: torch.Tensor | None, channels: int, shape: tuple[int, ...]) -> None:
-    """``view`` must be None or (B, T, channels, 8h, 8w) for latents of ``shape`` (B, T, C, h, w)."""
-    if view is None:
-        return
-    B, T, _, h, w = shape
-    if channels == 0:
-        raise ValueError("this model has no view branch (config.view_channels = 0) but got a view input")
-    if view.shape != (B, T, channels, 8 * h, 8 * w):
-        raise ValueError(f"view: expected {(B, T, channels, 8 * h, 8 * w)}, got {tuple(view.shape)}")
-
-
-class Teacher(nn.Module):
+class Teacher(UNetCore):
     causal = False
 
     def __init__(self, config: TeacherConfig | None = None):
         super().__init__()
         self.config = c = config or TeacherConfig()
-        w0, w1 = c.widths
-        k = c.temporal_kernel
-        self.time_mlp = nn.Sequential(nn.Linear(c.emb_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
-        self.text_mlp = nn.Sequential(nn.Linear(c.text_dim, c.emb_dim), nn.SiLU(), nn.Linear(c.emb_dim, c.emb_dim))
-        self.stem = conv(c.latent_channels + c.gbuffer_channels, w0)
-        self.view = view_branch(c.view_channels + c.view_pixel, w0) if c.view_channels else None
-        self.view_pixel = pixel_features(c.view_channels, c.view_pixel) if c.view_channels and c.view_pixel else None
-        self.down0 = nn.ModuleList(FlowBlock(w0, w0, c.emb_dim, k, self.causal) for _ in range(c.blocks))
-        self.down = nn.Conv2d(w0, w1, 3, 2, 1)
-        self.mid = nn.ModuleList(FlowBlock(w1, w1, c.emb_dim, k, self.causal) for _ in range(2 * c.blocks))
-        self.up = nn.Sequential(nn.Upsample(scale_factor=2, mode="nearest"), conv(w1, w0))
-        self.up0 = nn.ModuleList(FlowBlock(2 * w0 if i == 0 else w0, w0, c.emb_dim, k, self.causal)
-                                 for i in range(c.blocks))
-        self.out_norm = nn.GroupNorm(8, w0)
-        self.out = conv(w0, c.latent_channels)
-        nn.init.zeros_(self.out.weight)
-        nn.init.zeros_(self.out.bias)
+        self.time_mlp = embedding_mlp(c.emb_dim, c.emb_dim)
+        self.text_mlp = embedding_mlp(c.text_dim, c.emb_dim)
+        self.stem = conv(c.latent_channels + c.gbuffer_channels, c.widths[0])   # z and the G-buffer together
+        self.build_view(c.view_channels, c.view_pixel, c.widths[0])
+        self.build_core(c.widths, c.emb_dim, c.blocks, c.latent_channels, c.temporal_kernel, self.causal)
 
     def embed(self, t: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
         return self.time_mlp(timestep_embedding(t, self.config.emb_dim)) + self.text_mlp(text)
@@ -200,16 +119,7 @@ class Teacher(nn.Module):
             view_features = self.view_features(view.to(x.dtype), z.shape)
         if view_features is not None:
             x = x + view_features.to(x.dtype)
-        for blk in self.down0:
-            x = blk(x, emb, T)
-        skip = x
-        x = self.down(x)
-        for blk in self.mid:
-            x = blk(x, emb, T)
-        x = torch.cat([self.up(x), skip], 1)
-        for blk in self.up0:
-            x = blk(x, emb, T)
-        f = self.out(nn.functional.silu(self.out_norm(x))).reshape(B, T, C, h, w)
+        f = self.run_core(x, emb, T).reshape(B, T, C, h, w)
         tb = t.reshape(B, 1, 1, 1, 1)
         if pre:
             x_hat = c_skip * z + c_out * f

@@ -22,7 +22,7 @@ from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.diffusion.flow import time_grid
 from alaya.diffusion.meanflow import meanflow_step, step_times
 from alaya.models.student import Student, latent_flow, warp_context
-from alaya.models.teacher import strided_view_branch
+from alaya.nn.unet import strided_view_branch
 
 
 class _FrameNet(nn.Module):
