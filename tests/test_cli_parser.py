@@ -23,7 +23,7 @@ def test_eval_world_takes_the_standing_still_length():
 
 
 def test_unrolled_loss_flags_reach_the_world_run(monkeypatch):
-    import alaya.models.world_training as wt
+    import alaya.train.world as wt
     from alaya.cli_world import train_world_from_args
     seen = {}
     monkeypatch.setattr(wt, "train_world", lambda cfg: seen.setdefault("cfg", cfg))
@@ -36,7 +36,7 @@ def test_unrolled_loss_flags_reach_the_world_run(monkeypatch):
 
 
 def test_teacher_flags_reach_the_teacher_run(monkeypatch):
-    import alaya.models.teacher_training as tt
+    import alaya.train.teacher as tt
     from alaya.cli_train import _train
     seen = {}
     monkeypatch.setattr(tt, "train_teacher", lambda cfg: seen.setdefault("cfg", cfg) and None)
@@ -48,7 +48,7 @@ def test_teacher_flags_reach_the_teacher_run(monkeypatch):
 
 
 def test_student_flags_reach_the_student_run(monkeypatch):
-    import alaya.models.student_training as st
+    import alaya.train.student as st
     from alaya.cli_train import _train
     seen = {}
     monkeypatch.setattr(st, "train_student", lambda cfg: seen.setdefault("cfg", cfg) and None)

@@ -20,7 +20,7 @@ def _train(a: argparse.Namespace) -> int:
                                train=train)
         model = train_codec(cfg)
     elif a.what == "teacher":
-        from alaya.models.teacher_training import TeacherTrainConfig, train_teacher
+        from alaya.train.teacher import TeacherTrainConfig, train_teacher
         model = train_teacher(TeacherTrainConfig(data=a.data, autoencoder=a.autoencoder,
                                                  out=a.out or "weights/teacher", frames=a.frames,
                                                  preset=a.preset, text_noise=a.text_noise,
@@ -29,7 +29,7 @@ def _train(a: argparse.Namespace) -> int:
                                                  view=a.view, view_gbuffer=a.view_gbuffer, view_pixel=a.view_pixel,
                                                  view_dropout=a.view_dropout, train=train))
     elif a.what == "student":
-        from alaya.models.student_training import StudentTrainConfig, train_student
+        from alaya.train.student import StudentTrainConfig, train_student
         model = train_student(StudentTrainConfig(
             data=a.data, stage=a.stage, teacher=a.teacher, autoencoder=a.autoencoder, init=a.init,
             out=a.out or f"weights/student_{a.stage}", guidance=a.guidance, sample_steps=a.sample_steps,

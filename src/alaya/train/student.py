@@ -57,11 +57,11 @@ from alaya.diffusion.meanflow import meanflow_loss, meanflow_step, sample_times,
 from alaya.models.student import (Student, StudentConfig, latent_flow, push_context, sample_student,
                                   warp_context)
 from alaya.models.teacher import Teacher
-from alaya.models.teacher_training import LatentClips, augment_prompt
 from alaya.nn.conditioning import smooth_time_derivative
 from alaya.nn.pretrained import copy_matching
 from alaya.text import PromptEncoder
 from alaya.train.loop import TrainConfig, Trainer
+from alaya.train.teacher import LatentClips, augment_prompt
 
 STAGES = ("ar", "guidance", "steps", "meanflow", "tiny")
 EXTRA_STAGES = ("compress",)      # after the five: a smaller student from the finished one

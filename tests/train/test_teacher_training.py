@@ -5,8 +5,8 @@ import torch
 
 from alaya.codecs import Autoencoder, AutoencoderConfig
 from alaya.models.teacher import Teacher, TeacherConfig
-from alaya.models.teacher_training import TeacherTrainConfig, train_teacher
 from alaya.train.loop import TrainConfig
+from alaya.train.teacher import TeacherTrainConfig, train_teacher
 
 
 def test_teacher_recipe(tiny_dataset, tmp_path):
@@ -27,7 +27,7 @@ def test_training_times_put_a_share_at_exactly_one():
     import numpy as np
 
     from alaya.diffusion.flow import logit_normal_t
-    from alaya.models.teacher_training import training_times
+    from alaya.train.teacher import training_times
     plain = training_times(500, torch.Generator().manual_seed(3), np.random.default_rng(0))
     assert torch.equal(plain, logit_normal_t(500, torch.Generator().manual_seed(3)))
     assert (plain < 1).all()
@@ -41,7 +41,7 @@ def test_training_times_put_a_share_at_exactly_one():
 def test_prompt_augmentation_stays_near_the_style():
     import numpy as np
 
-    from alaya.models.teacher_training import augment_prompt
+    from alaya.train.teacher import augment_prompt
     phr = torch.eye(8)[:3]                                  # three orthonormal "phrasings"
     e = augment_prompt(phr, np.random.default_rng(0), 0.0)
     assert torch.isclose(e.norm(), torch.tensor(1.0)) and torch.all(e[3:] == 0) and torch.all(e[:3] >= 0)
@@ -64,7 +64,7 @@ def test_presets():
 
 
 def test_latent_channel_weights_follow_the_decoder_gain():
-    from alaya.models.teacher_training import latent_channel_weights
+    from alaya.train.teacher import latent_channel_weights
     ae = Autoencoder(AutoencoderConfig(latent_channels=4, channels=(8, 8, 8)))
     with torch.no_grad():
         ae.decode_linear[0].weight.zero_()
@@ -147,7 +147,7 @@ def test_camera_teacher_grows_into_a_pixel_gbuffer_one(tiny_dataset, tmp_path):
 
 
 def test_an_init_that_cannot_grow_is_named():
-    from alaya.models.teacher_training import grow_view_input
+    from alaya.train.teacher import grow_view_input
     own = {"view.1.weight": torch.zeros(8, 64, 1, 1)}
     with pytest.raises(ValueError, match="view.1.weight"):
         grow_view_input({"view.1.weight": torch.zeros(8, 128, 1, 1)}, own)

@@ -6,9 +6,9 @@ import torch
 
 from alaya.codecs import Autoencoder, AutoencoderConfig, TinyGBufferEncoder, TinyGBufferEncoderConfig
 from alaya.models.student import Student, StudentConfig
-from alaya.models.student_training import STAGES, StudentTrainConfig, train_student
 from alaya.models.teacher import Teacher, teacher_config
 from alaya.train.loop import TrainConfig
+from alaya.train.student import STAGES, StudentTrainConfig, train_student
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_meanflow_takes_its_derivative_under_the_band_limit(tiny_dataset, tiny_m
     """The 'meanflow' stage's JVP runs with the time embedding's fast phases held constant
     (``smooth_time_derivative``), or exactly with ``meanflow_max_frequency=None``."""
     import alaya.models.student as student_module
-    import alaya.models.student_training as st
+    import alaya.train.student as st
     from alaya.nn import conditioning
     seen, in_loss, real_loss, real_embedding = [], [], st.meanflow_loss, student_module.timestep_embedding
 
@@ -99,7 +99,7 @@ def test_meanflow_takes_its_derivative_under_the_band_limit(tiny_dataset, tiny_m
 def test_data_only_ar_never_calls_the_teacher(tiny_dataset, tiny_models, tmp_path, monkeypatch):
     """teacher_weight 0: the 'ar' stage fits the data alone and the teacher is never run; it
     needs data_weight > 0."""
-    import alaya.models.student_training as st
+    import alaya.train.student as st
 
     def no_teacher(*args, **kwargs):
         raise AssertionError("teacher called with teacher_weight 0")
@@ -130,7 +130,7 @@ def test_data_only_ar_never_calls_the_teacher(tiny_dataset, tiny_models, tmp_pat
 
 def test_new_student_takes_the_teachers_shape(tiny_models):
     """--student-widths/--student-blocks set to the teacher's: every teacher tensor is copied."""
-    from alaya.models.student_training import build_student
+    from alaya.train.student import build_student
     teacher = Teacher.from_pretrained(tiny_models / "teacher")
     tc = teacher.config
     cfg = StudentTrainConfig(data="unused", widths=tuple(tc.widths), blocks=tc.blocks)
@@ -199,7 +199,7 @@ def test_compressed_student_takes_the_finished_students_steps():
     import numpy as np
 
     from alaya.models.student import integrate_student
-    from alaya.models.student_training import compressed_student, trajectory_targets
+    from alaya.train.student import compressed_student, trajectory_targets
     big = _finished_student()
     _as_identity(big, ["down0.1", "mid.2", "mid.3", "up0.1"])
     small = compressed_student(big, None, 1).eval()

@@ -1,7 +1,7 @@
 """The world model's training data: recorded gameplay episodes of one split in memory (frames as
 patch latents or cached autoencoder latents, actions, camera pitch, dead-reckoned poses, style
 phrasings), and the lookups a training sample is built from (action rows, pitches, anchor
-poses, a recorded context). ``alaya.models.world_training`` builds samples from them.
+poses, a recorded context). ``alaya.train.world`` builds samples from them.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.latent_cache import codec_id
 from alaya.codecs.patch import PatchCodec
 from alaya.data.episodes import EpisodeDataset, view_pitch_degrees
+from alaya.io import atomic_save_tensors
 from alaya.models.student import push_context
 from alaya.models.view_warp import dead_reckon
 from alaya.models.world import WorldModelConfig
-from alaya.io import atomic_save_tensors
 from alaya.text import PromptEncoder
 
 

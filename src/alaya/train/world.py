@@ -25,7 +25,7 @@ keyed by the codec's hash). A training sample is one frame n of one episode in o
   pitch rows (``WorldModel.align``; with ``ground_warp`` also moved by their walk, from the
   recorded camera pitch), and the residual is taken from that warped frame.
 
-The episodes in memory and the lookups a sample is built from are in ``alaya.models.world_data``.
+The episodes in memory and the lookups a sample is built from are in ``alaya.train.world_data``.
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.data.episodes import EpisodeDataset
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
 from alaya.models.student import push_context
-from alaya.models.teacher_training import augment_prompt, latent_channel_weights
 from alaya.models.world import WorldModel, WorldModelConfig
-from alaya.models.world_data import (LatentEpisodes, action_rows, anchor_poses, encode_episodes, frame_pitch,
-                                     real_context)
 from alaya.text import PromptEncoder
 from alaya.train.loop import TrainConfig, Trainer
+from alaya.train.teacher import augment_prompt, latent_channel_weights
+from alaya.train.world_data import (LatentEpisodes, action_rows, anchor_poses, encode_episodes, frame_pitch,
+                                    real_context)
 
 
 @dataclass
