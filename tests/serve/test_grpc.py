@@ -213,8 +213,8 @@ BAD_FRAMES = {
     "wrong size": (_small_frame, INVALID, "frame size 16x16: this server renders 32x32"),
     "size says 32x16": (_set(height=16), INVALID, "frame size 32x16"),
     "zero width": (_set(width=0), INVALID, "positive"),
-    "nan depth": (_nonfinite("depth", np.nan), INVALID, "'depth' contains 1 NaN"),
-    "inf depth": (_nonfinite("depth", np.inf), INVALID, "'depth' contains 1 NaN or infinite"),
+    "nan depth": (_nonfinite("depth", np.nan), INVALID, "key 'depth': NaN or inf (1 values, first at (0, 5))"),
+    "inf depth": (_nonfinite("depth", np.inf), INVALID, "key 'depth': NaN or inf (1 values"),
     "nan normal": (_nonfinite("normal", np.nan), INVALID, "'normal'"),
     "inf normal": (_nonfinite("normal", -np.inf), INVALID, "'normal'"),
     "nan motion": (_nonfinite("motion", np.nan), INVALID, "'motion'"),
@@ -225,7 +225,18 @@ BAD_FRAMES = {
     "jpeg quality": (_set(encoding=render_pb2.JPEG, jpeg_quality=200), INVALID, "jpeg_quality"),
     "oversized message": (_large_frame, EXHAUSTED, ""),
     "short camera": (_camera(world_to_camera=[1.0] * 12), INVALID, "'world_to_camera': expected 16 floats"),
-    "nan intrinsics": (_camera(intrinsics=[np.nan] + [1.0] * 8), INVALID, "'intrinsics' contains NaN"),
+    "nan intrinsics": (_camera(intrinsics=[np.nan] + [1.0] * 8), INVALID, "'intrinsics' (key 'K'): NaN or inf"),
+    # values the clip validator refuses (alaya.data.frame_checks), with its messages
+    "zero camera": (_camera(world_to_camera=[0.0] * 16), INVALID,
+                    "key 'world_to_camera': last row must be (0, 0, 0, 1)"),
+    "huge rotation": (_camera(world_to_camera=[1e30] * 16), INVALID, "key 'world_to_camera': rotation part not orthonormal"),
+    "huge translation": (_camera(world_to_camera=[1, 0, 0, 1e30, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]), INVALID,
+                         "key 'world_to_camera': translation must be < 1e+06 m"),
+    "negative depth": (_nonfinite("depth", -1.0), INVALID, "key 'depth': depth must be >= 0 (0: background)"),
+    "huge normal": (_nonfinite("normal", 1e30), INVALID, "key 'normal': normals must be unit length where depth > 0"),
+    "huge motion": (_nonfinite("motion", 1e6), INVALID, "key 'motion': |motion| must be < 128 pixels"),
+    "bad intrinsics": (_camera(intrinsics=[30, 0, 16, 0, 30, 16, 0, 0, 2]), INVALID,
+                       "'intrinsics' (key 'K'): last row must be (0, 0, 1)"),
 }
 
 
@@ -327,3 +338,5 @@ def test_cli_serve_needs_a_service(capsys):
     assert "--grpc" in capsys.readouterr().err
     a = build_parser().parse_args(["serve", "--grpc", "50051", "--max-sessions", "3", "--max-message-mb", "4"])
     assert (a.grpc, a.host, a.max_sessions, a.max_message_mb, a.size) == (50051, "127.0.0.1", 3, 4.0, 128)
+    assert a.idle_timeout == 30.0
+    assert build_parser().parse_args(["serve", "--grpc", "1", "--idle-timeout", "5"]).idle_timeout == 5.0

@@ -8,7 +8,8 @@ leaves at most a dot-file that readers and validators ignore. ``read_clip`` load
 ``check_contract``, ``write_npz`` and ``read_npz`` take the array spec as a parameter, so other
 file kinds (the episodes of ``episodes.py``) share the same writer and checks.
 ``check_invariants`` holds the semantic checks (finite values, background conventions, unit
-normals, rigid camera poses, ...). Every error names the file and the key.
+normals, rigid camera poses, ...; the G-buffer's value rules are ``frame_checks``', shared with
+the renderers' live frames). Every error names the file and the key.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from alaya.data.contract import CLIP_ARRAYS, REQUIRED_KEYS
+from alaya.data.frame_checks import gbuffer_value_errors, report
 from alaya.io import atomic_open
 
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
@@ -197,39 +199,8 @@ def read_npz(
     return out
 
 
-def _first_index(bad: np.ndarray) -> str:
-    return str(tuple(int(i) for i in np.argwhere(bad)[0]))
-
-
 def _report(errors: list[str], path: str, key: str, bad: np.ndarray, what: str) -> None:
-    """Append an error if any element of ``bad`` is set, with a count and the first index."""
-    n = int(np.count_nonzero(bad))
-    if n:
-        errors.append(f"{path}: key '{key}': {what} ({n} values, first at {_first_index(bad)})")
-
-
-def _check_pose_and_intrinsics(a: Mapping[str, np.ndarray], path: str, errors: list[str]) -> None:
-    if "world_to_camera" in a and np.isfinite(a["world_to_camera"]).all():
-        m = a["world_to_camera"].astype(np.float64)
-        _report(errors, path, "world_to_camera", np.abs(m[:, 3] - [0, 0, 0, 1]) > 1e-6,
-                "last row must be (0, 0, 0, 1)")
-        R = m[:, :3, :3]
-        err = np.abs(R @ R.transpose(0, 2, 1) - np.eye(3)).max(axis=(1, 2))
-        _report(errors, path, "world_to_camera", err > 1e-3, "rotation part not orthonormal")
-        _report(errors, path, "world_to_camera", np.linalg.det(R) <= 0,
-                "rotation part is a reflection (det <= 0)")
-    if "K" in a and np.isfinite(a["K"]).all():
-        K = a["K"].astype(np.float64)
-        if not np.array_equal(K[2], [0.0, 0.0, 1.0]):
-            errors.append(f"{path}: key 'K': last row must be (0, 0, 1), got {K[2].tolist()}")
-        if not (K[0, 0] > 0 and K[1, 1] > 0):
-            errors.append(f"{path}: key 'K': fx, fy must be > 0, got {K[0, 0]}, {K[1, 1]}")
-        size = next((a[k].shape[-2:] for k in ("depth", "mask", "material") if k in a), None)
-        if size is not None:
-            H, W = size
-            if not (0 <= K[0, 2] <= W and 0 <= K[1, 2] <= H):
-                errors.append(f"{path}: key 'K': principal point ({K[0, 2]}, {K[1, 2]}) "
-                              f"outside the {W}x{H} image")
+    report(errors, f"{path}: ", key, bad, what)
 
 
 def check_invariants(
@@ -244,28 +215,19 @@ def check_invariants(
     background conventions (depth, normal, albedo, roughness, metallic, material, instance are 0
     where mask == 0); depth > 0, unit normals (tolerance 1e-2) and material > 0 where
     mask == 1; material <= num_materials; motion zero at t = 0 and |motion| < 4 * max(H, W);
-    rigid world_to_camera; sane K; one rgb stack per unique style.
+    rigid world_to_camera (|translation| < 1e6 m); sane K; one rgb stack per unique style. The
+    G-buffer's rules are ``frame_checks.gbuffer_value_errors``, which live frames pass too.
     """
     p = str(path)
     a = arrays
     errors: list[str] = []
-    for key in ("depth", "normal", "motion", "K", "world_to_camera", "actions"):
-        if key in a:
-            _report(errors, p, key, ~np.isfinite(a[key]), "NaN or inf")
+    errors += gbuffer_value_errors(a, a.get("mask"), where=f"{p}: ")       # depth, normal, motion, camera
+    if "actions" in a:
+        _report(errors, p, "actions", ~np.isfinite(a["actions"]), "NaN or inf")
     mask = a.get("mask")
     if mask is not None:
         _report(errors, p, "mask", mask > 1, "values other than 0 and 1")
         fg, bg = mask == 1, mask == 0
-        if "depth" in a:
-            d = a["depth"]
-            _report(errors, p, "depth", fg & ~(d > 0), "depth must be > 0 where mask == 1")
-            _report(errors, p, "depth", bg & (d != 0), "depth must be 0 where mask == 0")
-        if "normal" in a:
-            n = a["normal"].astype(np.float32)
-            length = np.linalg.norm(n, axis=-1)
-            _report(errors, p, "normal", fg & ~(np.abs(length - 1) < 1e-2),
-                    "normals must be unit length where mask == 1")
-            _report(errors, p, "normal", bg & (length != 0), "normals must be 0 where mask == 0")
         if "albedo" in a:
             _report(errors, p, "albedo", bg & a["albedo"].any(axis=-1),
                     "albedo must be 0 where mask == 0")
@@ -281,12 +243,7 @@ def check_invariants(
         _report(errors, p, "material", a["material"] > num_materials,
                 f"material id beyond the library of {num_materials} materials")
     if "motion" in a:
-        m = a["motion"].astype(np.float32)
-        _report(errors, p, "motion", m[0] != 0, "motion at t = 0 must be exactly 0")
-        bound = 4 * max(m.shape[1], m.shape[2])
-        _report(errors, p, "motion", np.isfinite(m) & (np.abs(m) >= bound),
-                f"|motion| must be < {bound} pixels")
-    _check_pose_and_intrinsics(a, p, errors)
+        _report(errors, p, "motion", a["motion"][0] != 0, "motion at t = 0 must be exactly 0")
     if "styles" in a:
         styles = [str(s) for s in a["styles"]]
         if len(set(styles)) != len(styles):

@@ -139,8 +139,10 @@ class RenderSession:
 
     @staticmethod
     def _check(frame: Mapping[str, np.ndarray]) -> tuple[int, int]:
-        """(H, W) of a frame; a clear error for a missing key or a wrong shape. Values are checked
-        by the stream graph (``gbuffer_condition``'s ``finite``), named by ``_name_nonfinite``."""
+        """(H, W) of a frame; a clear error for a missing key, a wrong shape or a value the clip
+        validator would refuse (``alaya.data.frame_checks.check_frame``: negative depth, normals
+        that are not unit, huge motion, a camera that is not rigid, NaN, ...), naming the key."""
+        from alaya.data.frame_checks import check_frame
         if "motion" not in frame:
             raise KeyError("G-buffer frame is missing 'motion'")
         _, H, W = check_gbuffer({k: np.asarray(frame[k])[None] for k in FRAME_KEYS if k in frame}, finite=False)
@@ -150,6 +152,7 @@ class RenderSession:
                 raise ValueError(f"G-buffer {key!r}: expected {(H, W, channels) if channels else (H, W)}, got {shape}")
         if "world_to_camera" in frame and np.shape(frame["world_to_camera"]) != (4, 4):
             raise ValueError(f"'world_to_camera': expected (4, 4), got {np.shape(frame['world_to_camera'])}")
+        check_frame(frame)
         return H, W
 
     def _name_nonfinite(self, inputs: Mapping[str, torch.Tensor]) -> None:
@@ -220,8 +223,8 @@ class RenderSession:
             # the context is warped into this frame (a no-op on the zeros of a stream's first frame)
             features, context, valid = attach_context(prepared.backend, self.student, prepared.features,
                                                       prepared.flow, context, valid)
-            gen = torch.Generator().manual_seed(self.seed * 1_000_003
-                                                + (self.frame_index if self.noise == "frame" else 0))
+            gen = torch.Generator().manual_seed((self.seed * 1_000_003      # mod 2**64: any uint64 seed
+                                                 + (self.frame_index if self.noise == "frame" else 0)) % 2**64)
             z = torch.randn(1, C, h, w, generator=gen)
             z = integrate(prepared.backend, z, self.times, prepared.text, features,
                           self.student.config.average_velocity)

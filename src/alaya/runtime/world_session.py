@@ -112,7 +112,7 @@ class WorldSession:
         if row.shape != (ACTION_DIM,):
             raise ActionError(f"action: one row of {ACTION_DIM} expected, got shape {row.shape}")
         self.frame_index += 1
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.frame_index)
+        gen = torch.Generator().manual_seed((self.seed * 1_000_003 + self.frame_index) % 2**64)   # any int seed
         row = self._limit_pitch(row)
         self.actions = torch.cat([torch.from_numpy(row)[None, None], self.actions[:, :-1]], 1)
         c = self.model.config

@@ -10,7 +10,16 @@ gRPC's synchronous server runs each stream on a worker thread for the stream's w
 the pool has ``max_sessions`` threads plus a few spare ones: streams over the limit and ``Info``
 calls are still answered (with RESOURCE_EXHAUSTED, with the info) while every session is busy.
 A session slot is given back exactly once, whichever comes first: the stream ending, failing,
-or the client vanishing (``context.add_callback``).
+the client vanishing (``context.add_callback``), or no frame for ``idle_timeout`` seconds (the
+stream ends with DEADLINE_EXCEEDED, so idle clients cannot hold every slot).
+
+Requests are parsed by ``lenient``: bytes that are not a message (garbage, a truncated frame, a
+prompt that is not UTF-8) reach the handler as ``Undecodable`` and get INVALID_ARGUMENT, where
+gRPC's own parser would answer INTERNAL. A frame's values are checked by its session
+(``RenderSession._check``: ``alaya.data.frame_checks``, the clip validator's rules). A new
+free-text prompt never stalls a stream: its embedding is computed on the encoder's thread
+(``PromptEncoder.encode_later``; the text model's first load takes seconds) and frames keep the
+previous prompt until it is ready (``StreamPrompt``).
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from alaya import __version__
 from alaya.runtime import RenderSession, SessionFactory
@@ -44,6 +54,11 @@ class GrpcConfig:
     model_name: str = "student"      # reported by Info
     backend: str = "onnx"            # reported by Info (the factory already holds the backend)
     spare_workers: int = 4           # threads beyond max_sessions, for Info and refusals
+    idle_timeout: float = 30.0       # seconds without a frame before a stream is ended (its slot freed)
+
+    def __post_init__(self):
+        if not self.idle_timeout > 0:
+            raise ValueError(f"idle_timeout must be > 0 seconds, got {self.idle_timeout}")
 
     @property
     def max_message_bytes(self) -> int:
@@ -74,12 +89,59 @@ class SessionSlots:
         return release
 
 
+@dataclass(frozen=True)
+class Undecodable:
+    """A request whose bytes are not a valid message; ``reason`` says why, naming the field when known."""
+    reason: str
+
+
+def lenient(message_type) -> Callable[[bytes], object]:
+    """A request deserializer that returns ``Undecodable`` instead of raising (gRPC would answer
+    INTERNAL "Exception deserializing request!")."""
+    def deserialize(data: bytes):
+        try:
+            return message_type.FromString(data)
+        except DecodeError as err:
+            name = message_type.DESCRIPTOR.name
+            if "UTF-8" in str(err):       # upb: "String field had bad UTF-8"; GBufferFrame's one string
+                fields = [f.name for f in message_type.DESCRIPTOR.fields if f.type == f.TYPE_STRING]
+                return Undecodable(f"{' or '.join(repr(f) for f in fields)}: not valid UTF-8 ({name}, {len(data)} bytes)")
+            return Undecodable(f"not a valid {name}: {len(data)} bytes, truncated or corrupt ({err})")
+    return deserialize
+
+
+class StreamPrompt:
+    """A stream's prompt changes: one that needs no model applies from its own frame on; a free
+    text is embedded on the encoder's thread and applies from the first frame after it is ready
+    (the frames between keep the previous prompt). The latest request wins."""
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+        self.pending: tuple[str, object] | None = None        # (prompt, future of its embedding)
+
+    def ask(self, prompt: str) -> None:
+        """Start on ``prompt`` (ValueError, TypeError for a bad one)."""
+        self.pending = (prompt, self.encoder.encode_later(prompt))
+
+    def take(self) -> str | None:
+        """The requested prompt once its embedding is ready (then ``set_prompt`` is instant), else None.
+        An encoding failure (ImportError: no text model) raises here."""
+        if self.pending is None or not self.pending[1].done():
+            return None
+        prompt, future = self.pending
+        self.pending = None
+        future.result()
+        return prompt
+
+
 class RenderServicer(render_pb2_grpc.RendererServicer):
     def __init__(self, factory: SessionFactory, config: GrpcConfig):
         self.factory, self.config = factory, config
         self.slots = SessionSlots(config.max_sessions)
 
     def Info(self, request, context) -> render_pb2.InfoReply:
+        if isinstance(request, Undecodable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
         from alaya.engine.styles import STYLES          # plain data: names, phrasings
         styles = [render_pb2.Style(name=s.name, description=s.description, phrasings=s.phrasings)
                   for s in STYLES.values()]
@@ -113,59 +175,51 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
         events: queue.SimpleQueue = queue.SimpleQueue()
         room = threading.Semaphore(READ_AHEAD)           # frames read and not yet taken: memory stays bounded
         ended = threading.Event()
-
-        def read() -> None:
-            frames = iter(requests)
-            try:
-                while True:
-                    room.acquire()
-                    if ended.is_set():
-                        return
-                    events.put(("frame", next(frames)))
-            except StopIteration:
-                pass
-            except Exception:                            # the RPC was cancelled or failed
-                pass
-            events.put(("end", None))
-
-        threading.Thread(target=read, name="alaya-grpc-read", daemon=True).start()
-        session: RenderSession | None = None
-        pipeline: StreamPipeline | None = None
+        threading.Thread(target=_read_requests, args=(requests, events, room, ended),
+                         name="alaya-grpc-read", daemon=True).start()
+        stream = _Stream(self.factory, StreamPrompt(self.factory.encoder))
         pending: deque = deque()                         # (msg, t0, t1, future of the RGB) in order
         done_at: dict = {}                               # future -> when its RGB was ready
+        idle = self.config.idle_timeout
+        last_frame, count = time.monotonic(), 0
         try:
             while True:
                 while pending and pending[0][3].done():
                     yield self._reply(*pending.popleft(), done_at, context)
-                kind, msg = events.get()
+                try:                                     # frames in flight: waiting on us, not idle
+                    kind, msg = events.get(timeout=None if pending else max(0.0, last_frame + idle - time.monotonic()))
+                except queue.Empty:
+                    context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                  f"no frame for {idle:g} s (the server's idle_timeout): the stream is closed "
+                                  f"and its session slot freed; open a new stream to go on")
                 if kind == "ready":
                     continue
                 if kind == "end":
                     break
                 room.release()
+                last_frame, count = time.monotonic(), count + 1
                 t0 = time.perf_counter()
                 try:
+                    if isinstance(msg, Undecodable):
+                        raise FrameError(msg.reason)
                     frame = decode_frame(msg, self.factory.size)
                     check_encoding(msg)
-                    prompt = msg.prompt if msg.HasField("prompt") else None
-                    if session is None or msg.reset:     # a new stream: frame index 0, this seed
+                    if stream.session is None or msg.reset:
                         t_drain = time.perf_counter()
                         while pending:                   # the old stream's frames go out first
                             yield self._reply(*pending.popleft(), done_at, context)
-                        kept = session.prompt if session is not None else ""
-                        if pipeline is not None:
-                            pipeline.close()
-                        t0 += time.perf_counter() - t_drain          # not this frame's time
-                        session = self.factory.new(kept if prompt is None else prompt, seed=msg.seed)
-                        pipeline = StreamPipeline(session)
-                    elif prompt is not None:
-                        session.set_prompt(prompt)       # from this frame on: it is prepared next
+                        t0 += time.perf_counter() - t_drain       # not this frame's time
+                    stream.begin(msg)
                     t1 = time.perf_counter()
-                    future = pipeline.submit(frame)
-                except (FrameError, KeyError, ValueError, TypeError) as err:
+                    future = stream.pipeline.submit(frame)
+                except (FrameError, KeyError, ValueError, TypeError, ImportError) as err:
                     while pending:                       # the frames before it are answered first
                         yield self._reply(*pending.popleft(), done_at, context)
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"frame {msg.frame_id}: {err}")
+                    where = (f"frame {msg.frame_id}" if not isinstance(msg, Undecodable)
+                             else f"message {count} of the stream")
+                    code = (grpc.StatusCode.FAILED_PRECONDITION if isinstance(err, ImportError)
+                            else grpc.StatusCode.INVALID_ARGUMENT)
+                    context.abort(code, f"{where}: {err}".replace("key 'K'", "'intrinsics' (key 'K')"))
 
                 def ready(f, done_at=done_at):
                     done_at[f] = time.perf_counter()
@@ -177,8 +231,7 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
         finally:
             ended.set()
             room.release()                               # a reader waiting for room wakes and stops
-            if pipeline is not None:
-                pipeline.close()
+            stream.close()
 
     @staticmethod
     def _reply(msg, t0: float, t1: float, future, done_at: dict, context) -> render_pb2.RGBFrame:
@@ -196,6 +249,50 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
             frame_id=msg.frame_id, width=rgb.shape[1], height=rgb.shape[0], encoding=encoding, data=data,
             decode_ms=(t1 - t0) * 1000.0, render_ms=(t2 - t1) * 1000.0,
             encode_ms=(time.perf_counter() - t3) * 1000.0)
+
+
+def _read_requests(requests, events: queue.SimpleQueue, room: threading.Semaphore, ended: threading.Event) -> None:
+    """A stream's reader thread: each request into ``events`` as it arrives, at most
+    ``READ_AHEAD`` ahead of the handler, then ``("end", None)``."""
+    frames = iter(requests)
+    try:
+        while True:
+            room.acquire()
+            if ended.is_set():
+                return
+            events.put(("frame", next(frames)))
+    except StopIteration:
+        pass
+    except Exception:                                    # the RPC was cancelled or failed
+        pass
+    events.put(("end", None))
+
+
+class _Stream:
+    """One Render stream's session and pipeline, made on its first frame and again on a reset."""
+
+    def __init__(self, factory: SessionFactory, prompts: StreamPrompt):
+        self.factory, self.prompts = factory, prompts
+        self.session: RenderSession | None = None
+        self.pipeline: StreamPipeline | None = None
+
+    def begin(self, msg) -> None:
+        """Apply a frame's prompt and reset before it is submitted (the caller has sent the old
+        stream's replies before a reset)."""
+        if msg.HasField("prompt"):
+            self.prompts.ask(msg.prompt)
+        ready = self.prompts.take()
+        if self.session is None or msg.reset:            # a new stream: frame index 0, this seed
+            kept = self.session.prompt if self.session is not None else ""
+            self.close()
+            self.session = self.factory.new(kept if ready is None else ready, seed=msg.seed)
+            self.pipeline = StreamPipeline(self.session)
+        elif ready is not None:
+            self.session.set_prompt(ready)               # from this frame on: it is prepared next
+
+    def close(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
 
 
 @dataclass
@@ -220,7 +317,14 @@ def start_grpc_server(factory: SessionFactory, config: GrpcConfig) -> GrpcServic
                ("grpc.max_send_message_length", -1),
                ("grpc.so_reuseport", 0)]                # a second server on the same port fails to bind
     server = grpc.server(pool, options=options)
-    render_pb2_grpc.add_RendererServicer_to_server(servicer, server)
+    handlers = {
+        "Render": grpc.stream_stream_rpc_method_handler(
+            servicer.Render, request_deserializer=lenient(render_pb2.GBufferFrame),
+            response_serializer=render_pb2.RGBFrame.SerializeToString),
+        "Info": grpc.unary_unary_rpc_method_handler(
+            servicer.Info, request_deserializer=lenient(render_pb2.InfoRequest),
+            response_serializer=render_pb2.InfoReply.SerializeToString)}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("alaya.v1.Renderer", handlers),))
     address = f"{config.host}:{config.port}"
     try:
         port = server.add_insecure_port(address)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 
@@ -44,18 +44,17 @@ class PlayConfig:
             self.prompt = "a golden sunset" if self.world else "a clear sunny noon"
 
 
-def _preload_in_background(encoder) -> threading.Thread:
-    """Load the text model (~10 s) on a daemon thread while the server already serves, for the
-    players' own prompts (the styles' phrasings need none). A prompt typed before it is loaded
-    waits for it; without the model package only known prompts work, said once here."""
-    def load():
-        try:
-            encoder.preload()
-        except ImportError as e:
-            print(f"warning: {e}; only the styles' phrasings and cached prompts will work", flush=True)
-    thread = threading.Thread(target=load, name="prompt-model", daemon=True)
-    thread.start()
-    return thread
+def preload_text_model(encoder) -> Future:
+    """Load the text model (~10 s) on the prompt encoder's own thread while the server already
+    serves, for the players' own prompts (the styles' phrasings need none; a prompt typed before
+    it is loaded waits for it there, and the stream keeps the previous prompt meanwhile). Without
+    the model package only known prompts work, said once here."""
+    def said(future: Future) -> None:
+        if isinstance(future.exception(), ImportError):
+            print(f"warning: {future.exception()}; only the styles' phrasings and cached prompts will work", flush=True)
+    future = encoder.preload_later()
+    future.add_done_callback(said)
+    return future
 
 
 def build_app(cfg: PlayConfig):
@@ -72,7 +71,7 @@ def build_app(cfg: PlayConfig):
     factory = SessionFactory.from_pretrained(cfg.weights, cfg.gbuffer_encoder, cfg.decoder, size=cfg.size,
                                              backend=cfg.backend, threads=cfg.threads)
     factory.encoder.encode(cfg.prompt)       # a style's phrasing: from the shipped embeddings, no model
-    _preload_in_background(factory.encoder)
+    preload_text_model(factory.encoder)
 
     def make_stream():
         return InteractiveStream(seed=cfg.seed, config=InteractiveConfig(size=cfg.size, fps=cfg.fps))
@@ -90,7 +89,7 @@ def _build_world_app(cfg: PlayConfig, web):
     starts = load_start_frames(cfg.world_weights, cfg.size)
     actions = ActionText(factory.encoder)
     actions.resolve("cast a fireball")                       # the action phrases: shipped embeddings, no model
-    _preload_in_background(factory.encoder)
+    preload_text_model(factory.encoder)
     return create_world_app(factory, starts, web, actions)
 
 

@@ -5,8 +5,10 @@ Every G-buffer field travels as one raw little-endian array in the clip contract
 (float16 in clip files): engines hold them as 32-bit floats, and converting on the engine side
 would cost more than the bytes it saves on a local link.
 
-``decode_frame`` checks everything a frame can get wrong (size, byte lengths, non-finite
-values) before any array reaches a model, and names the field in its error.
+``decode_frame`` checks what the wire can get wrong (size, byte lengths, the camera's length)
+and names the field in its error; the values (NaN, negative depth, normals that are not unit,
+...) are checked by the session the frame goes to (``RenderSession._check``, with the clip
+validator's rules, ``alaya.data.frame_checks``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ WIRE_FIELDS: dict[str, tuple[str, int]] = {
     "metallic": ("u1", 1),
     "motion": ("<f4", 2),
 }
-FLOAT_FIELDS = ("depth", "normal", "motion")
 CAMERA_FIELDS = (("world_to_camera", "world_to_camera", (4, 4)), ("intrinsics", "K", (3, 3)))   # optional
 DEFAULT_JPEG_QUALITY = 90
 
@@ -60,20 +61,13 @@ def decode_frame(msg, size: int) -> dict[str, np.ndarray]:
             raise FrameError(f"'{key}': expected {H}x{W}x{channels} {np.dtype(dtype).name} = {expected} bytes, "
                              f"got {len(data)}")
         shape = (H, W, channels) if channels > 1 else (H, W)
-        array = np.frombuffer(data, dtype).reshape(shape).astype(np.dtype(dtype).newbyteorder("="))
-        if key in FLOAT_FIELDS:
-            bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
-            if bad:
-                raise FrameError(f"'{key}' contains {bad} NaN or infinite values")
-        frame[key] = array
+        frame[key] = np.frombuffer(data, dtype).reshape(shape).astype(np.dtype(dtype).newbyteorder("="))
     for field, key, shape in CAMERA_FIELDS:
         values = np.asarray(getattr(msg, field), np.float32)
         if values.size == 0:
             continue
         if values.size != np.prod(shape):
             raise FrameError(f"'{field}': expected {np.prod(shape)} floats (row-major {shape}) or none, got {values.size}")
-        if not np.isfinite(values).all():
-            raise FrameError(f"'{field}' contains NaN or infinite values")
         frame[key] = values.reshape(shape)
     return frame
 

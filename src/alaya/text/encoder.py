@@ -107,10 +107,17 @@ class PromptEncoder:
             future: Future = Future()
             future.set_result(hit.reshape(1, -1))
             return future
+        return self._submit(self.encode, prompt)
+
+    def preload_later(self) -> Future:
+        """``preload`` on the thread ``encode_later`` uses (servers call it when they start)."""
+        return self._submit(self.preload)
+
+    def _submit(self, fn, *args) -> Future:
         with self._cache_lock:
             if self._worker is None:
                 self._worker = ThreadPoolExecutor(1, thread_name_prefix="alaya-prompt")
-        return self._worker.submit(self.encode, prompt)
+        return self._worker.submit(fn, *args)
 
     def _check(self, prompt: object) -> str:
         if not isinstance(prompt, str):
