@@ -299,3 +299,23 @@ def test_every_episodes_json_problem_in_one_read(tmp_path: Path) -> None:
     assert fields == {"fps", "kind", "styles.day", "episodes.ep00001.split", "source"}, fields
     errors = validate_episodes(tmp_path)
     assert len(errors) == 5 and all(EPISODES_FILE in err for err in errors), errors
+
+
+def test_write_start_frames(tmp_path: Path) -> None:
+    from alaya.data.episodes import write_start_frames
+    from alaya.runtime.world_session import load_start_frames
+    rec = _recorder(tmp_path / "data")
+    for seed in (1, 2, 3, 10):                        # seeds 2 and 10 are test episodes
+        _record(rec, f"ep{seed:05d}", seed=seed)
+    (tmp_path / "w" / "starts").mkdir(parents=True)
+    (tmp_path / "w" / "starts" / "zz_old.png").write_bytes(b"old")
+    paths = write_start_frames(tmp_path / "data", tmp_path / "w")
+    assert [p.name for p in paths] == ["00_ep00002_day.png", "01_ep00010_day.png"]
+    starts = load_start_frames(tmp_path / "w", size=H)
+    assert len(starts) == 2
+    np.testing.assert_array_equal(starts[0], _frames(2)[0, 0])               # frame 0, first style
+    night = write_start_frames(tmp_path / "data", tmp_path / "w", count=1, split="val", style="night")
+    assert [p.name for p in night] == ["00_ep00002_night.png"]               # no val: the test split
+    np.testing.assert_array_equal(load_start_frames(tmp_path / "w")[0], _frames(2)[0, 1])
+    with pytest.raises(KeyError, match="no style 'dusk'"):
+        write_start_frames(tmp_path / "data", tmp_path / "w", style="dusk")

@@ -106,6 +106,15 @@ def test_training_runs_resumes_and_saves(episodes, tmp_path):
     assert rows[-1]["step"] == 4 and rows[-1]["rollout"] == 1.0 and np.isfinite(rows[-1]["loss"])
     loaded = WorldModel.from_pretrained(tmp_path / "out")
     assert loaded.config == TINY
+    # start frames beside the weights: frame 0 of the held-out episodes, in the first style
+    from alaya.data.episodes import EpisodeDataset
+    from alaya.runtime.world_session import load_start_frames
+    ds = EpisodeDataset(episodes)
+    held_out = next(ds.ids(s) for s in ("test", "val", "train") if ds.ids(s))
+    starts = load_start_frames(tmp_path / "out", size=32)
+    assert len(starts) == min(6, len(held_out))
+    for frame, eid in zip(starts, held_out):
+        np.testing.assert_array_equal(frame, ds.load(eid)["rgb"][0, 0])
     cfg.train.steps = 6                                           # resumes from step 4
     train_world(cfg)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -33,9 +33,9 @@ import numpy as np
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, ActionError, check_actions
 from alaya.data.clipio import ClipError, check_contract, read_npz, write_npz
-from alaya.io import atomic_write_text
 from alaya.data.dataset import (CLIP_ID_RE, MISSING, SPLITS, MetaError, Problems, split_for_seed,
                                 top_level_fields)
+from alaya.io import atomic_path, atomic_write_text
 
 EPISODES_FILE = "episodes.json"
 EPISODES_DIR = "episodes"
@@ -361,6 +361,43 @@ def validate_episodes(root: str | os.PathLike[str]) -> list[str]:
         except ClipError as e:
             errors.append(str(e))
     return errors
+
+
+STARTS_DIR = "starts"
+
+
+def write_start_frames(root: str | os.PathLike[str], folder: str | os.PathLike[str], count: int = 6,
+                       split: str = "test", style: str | None = None) -> list[Path]:
+    """The start frames of a world model (what ``alaya play --world`` and ``WorldModelEnv`` start
+    a session from): frame 0 (the player's spawn view) of the first ``count`` episodes, by id, of
+    ``split`` (if it has none: val, test, then train) in ``style`` (default: the first
+    style of episodes.json), written as ``<folder>/starts/NN_<episode>_<style>.png`` (atomically).
+    PNGs already in ``starts/`` are replaced. Returns the paths written."""
+    from PIL import Image
+
+    ds = EpisodeDataset(root)
+    style = style or next(iter(ds.meta.styles))
+    if style not in ds.meta.styles:
+        raise KeyError(f"{Path(root) / EPISODES_FILE}: no style {style!r} (styles: {list(ds.meta.styles)})")
+    order = [split] + [s for s in ("val", "test", "train") if s != split]
+    ids = next((ds.ids(s) for s in order if ds.ids(s)), [])[:count]
+    if not ids:
+        raise ValueError(f"{Path(root) / EPISODES_FILE}: no episodes to take start frames from")
+    out = Path(folder) / STARTS_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.png"):
+        old.unlink()
+    paths = []
+    for i, eid in enumerate(ids):
+        ep = ds.load(eid)
+        styles = [str(s) for s in ep["styles"]]
+        if style not in styles:
+            raise ClipError(ds.path(eid), "styles", f"no style {style!r} in this episode ({styles})")
+        path = out / f"{i:02d}_{eid}_{style}.png"
+        with atomic_path(path, keep_suffix=True) as tmp:
+            Image.fromarray(ep["rgb"][styles.index(style), 0]).save(tmp)
+        paths.append(path)
+    return paths
 
 
 def view_pitch_degrees(world_to_camera) -> np.ndarray:

@@ -39,7 +39,7 @@ import torch
 
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
-from alaya.data.episodes import EpisodeDataset
+from alaya.data.episodes import EpisodeDataset, write_start_frames
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
 from alaya.models.student import push_context
 from alaya.models.world import WorldModel, WorldModelConfig
@@ -86,6 +86,7 @@ class WorldTrainConfig:
                                          # 1-step sampler (steps = 1, the shipped setting) ever asks about,
                                          # where the prediction is the mean next frame
     channel_weight_mix: float = 0.5      # per-channel loss weights (see latent_channel_weights)
+    starts: int = 6                      # start frames written to <out>/starts/ (episodes.write_start_frames)
     val_batches: int = 4                 # validation: this many fixed held-out batches ...
     val_batch_size: int = 32             # ... of this size
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/world", batch_size=32,
@@ -365,4 +366,6 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
     model = Trainer(model, tc, loss_fn, validate if val is not None else None, describe).run()
     model.save_pretrained(cfg.out, trained={"data": cfg.data, "steps": tc.steps, "run_dir": tc.run_dir,
                                             "rollout": cfg.rollout, "init": cfg.init})
+    if cfg.starts > 0:                   # what alaya play --world and WorldModelEnv start from
+        write_start_frames(cfg.data, cfg.out, count=cfg.starts)
     return model
