@@ -27,11 +27,10 @@ def load_glsl(name: str) -> str:
 
 def share_cores_with_a_model() -> None:
     """Have Mesa's llvmpipe rasterize on the calling thread (``LP_NUM_THREADS=1``) unless the
-    user set it: by default it starts a thread per core, which at the play size gains nothing
-    (128²: 2.4-3.4 ms a frame either way, measured on the 2-core machine) but competes with a
-    model running beside the engine (a pipelined live stream: 21.4 against 16.9 ms a frame). At
-    512² its threads do help (10.8 against 16.8 ms), so datagen keeps them. Call it before the
-    process creates its first GL context: llvmpipe reads the setting once."""
+    user set it: by default it starts a thread per core, which at the play size gains nothing but
+    competes with a model running beside the engine; at 512² its threads do help, so datagen
+    keeps them (docs/engine.md, "Speed"). Call it before the process creates its first GL
+    context: llvmpipe reads the setting once."""
     os.environ.setdefault("LP_NUM_THREADS", "1")
 
 

@@ -24,7 +24,7 @@ def scripted_actions(n: int, seed: int = 0) -> np.ndarray:
     range the recorded players look in (``LOOK_RANGE_DEGREES``, from the start frame's pitch)
     and stops there, as a player's look does: a random walk of pitch actions would end up staring
     at the sky or the floor for hundreds of frames, which changes the real game's picture far more
-    than any collapse (measured: 5x in sharpness)."""
+    than any collapse (docs/evaluation.md)."""
     rng = np.random.default_rng(seed)
     out = np.zeros((n, ACTION_DIM), np.float32)
     t, pitch = 0, START_PITCH_DEGREES

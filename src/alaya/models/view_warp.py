@@ -45,7 +45,7 @@ def turn_rotation(dyaw: torch.Tensor, dpitch: torch.Tensor) -> torch.Tensor:
 def _pixels(H: int, W: int, dtype: torch.dtype) -> torch.Tensor:
     """(3, H * W) homogeneous pixel centres (x + 0.5, y + 0.5, 1), row-major. Points are kept
     coordinates-first, so a transform is one (3, 3) x (3, N) product (a (N, 3) x (3, 3) one is
-    ~10x slower on a CPU)."""
+    much slower on a CPU)."""
     ys, xs = torch.meshgrid(torch.arange(H, dtype=dtype) + 0.5, torch.arange(W, dtype=dtype) + 0.5, indexing="ij")
     return torch.stack([xs, ys, torch.ones_like(xs)]).reshape(3, -1)
 

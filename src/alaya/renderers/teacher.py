@@ -46,8 +46,8 @@ class SamplerConfig:
     noise_scale: float = 1.0       # the starting noise's scale (a temperature): < 1 trades the
                                    # samples' spread for fidelity to the conditional mean
     precision: Literal["fp32", "bf16"] = "fp32"   # the teacher's network calls: "fp32", or "bf16"
-                                   # (autocast: 1.3-1.4x faster on CPUs with native bf16, emulated
-                                   # and slower elsewhere); the latents are integrated in fp32 either way
+                                   # (autocast: faster on CPUs with native bf16, emulated and
+                                   # slower elsewhere: docs/flash.md); the latents stay fp32
 
     def __post_init__(self):
         if self.sampler not in SAMPLERS:

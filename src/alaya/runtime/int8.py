@@ -1,9 +1,9 @@
 """int8 student steps: static quantization of the steps' graph for onnxruntime.
 
-The student's four steps are most of a frame's cost. On a CPU with int8 dot products (AVX-512
-VNNI, AVX-VNNI, ARM dot product) onnxruntime's quantized convolutions run them faster than fp32
-(``docs/flash.md`` has the measurements). The graph quantized is ``sample.onnx``, a frame's steps
-unrolled (``graphs._SampleNet``); the frame and decode graphs measured no faster in int8.
+The student's steps are most of a frame's cost. On a CPU with int8 dot products (AVX-512 VNNI,
+AVX-VNNI, ARM dot product) onnxruntime's quantized convolutions run them faster than fp32. The
+graph quantized is ``sample.onnx``, a frame's steps unrolled (``graphs._SampleNet``); the frame
+and decode graphs stay float. What it costs and saves is in docs/flash.md ("int8 steps").
 
 - Weights: int8, per output channel. Activations: uint8, per tensor, from ranges measured on
   real frames (``measure_ranges`` over the inputs and outputs of every convolution: by default
@@ -12,10 +12,7 @@ unrolled (``graphs._SampleNet``); the frame and decode graphs measured no faster
 - Some convolutions stay float (``KEEP_FLOAT``, in every unrolled step): the first (the noisy
   latents in), the last (the prediction out: the velocity divides it by ``t``, which magnifies
   rounding at the last step) and every 1x1 convolution (cheap: in int8 no faster). The first
-  level's blocks (``down0``) were float too until percentile ranges made them cheap in quality:
-  on 8 validation clips, int8 ``down0`` with MinMax ranges cost 0.07 dB, SSIM 0.710 -> 0.698 and
-  warping error 0.0242 -> 0.0263; with percentile ranges 0.07 dB, 0.705 and 0.0248, for 2-3 ms
-  a frame less (``docs/flash.md``).
+  level's blocks (``down0``) are quantized: with percentile ranges they cost little quality.
 - The ranges are saved beside the weights (``RANGES_FILE``) with the sha256 of the weights they
   were measured on; ``load_ranges`` refuses ranges of other weights (re-run ``alaya
   calibrate-int8``). Ranges are keyed by the exported graph's tensor names.

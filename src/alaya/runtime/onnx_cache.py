@@ -1,6 +1,6 @@
 """A cache of exported onnxruntime graphs, so that a renderer or a world session starts at once
-instead of exporting (and quantizing) its graphs again in every process (~6 s for the shipped
-student with int8 steps).
+instead of exporting (and quantizing) its graphs again in every process (seconds for the
+shipped student with int8 steps: docs/flash.md).
 
 An entry is a folder named by a sha256 of everything its graphs depend on: the networks'
 weights, the frame size, latent factor and step count, the int8 ranges, the versions of torch,

@@ -10,11 +10,11 @@ n is being sampled::
     sampler  │ context + 4 steps, frame n      │ context + 4 steps, frame n+1    │
     decoder  │ decode n-1 │                   │ decode n │                       │
 
-On the 2-core machine of docs/flash.md each onnxruntime graph runs nearly as fast on one thread
-as on two (the four int8 steps: 16.6 against 15.5 ms), so a sequential loop leaves one core
-mostly idle; the pipeline fills it. The frames come out exactly as ``RenderSession.step`` gives
-them (the same graphs on the same inputs, in the same order; tested) — only later: a frame's
-output is ready one stage after the sequential loop would have returned it.
+Each onnxruntime graph runs nearly as fast on one thread as on two (docs/flash.md, "The
+pipeline"), so a sequential loop leaves one core of two mostly idle; the pipeline fills it.
+The frames come out exactly as ``RenderSession.step`` gives them (the same graphs on the same
+inputs, in the same order; tested) — only later: a frame's output is ready one stage after the
+sequential loop would have returned it.
 
 Order and errors: frames are sampled and decoded in the order they were submitted. A bad frame
 raises in ``submit`` (naming the key at fault) and never enters the stream, as with ``step``.

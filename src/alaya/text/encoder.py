@@ -10,8 +10,8 @@ install it) then encodes every prompt the file holds.
 The project's own prompts — every style's phrasings, the held-out paraphrases, the world model's
 action phrases (``alaya.prompts``) — ship with their embeddings (``known_prompts.safetensors``,
 made by this model and tested against it), so encoding them needs no model: importing and
-loading the transformer costs ~10 s, which a renderer that starts on a style's phrasing no
-longer pays (``preload`` loads it in the background for the free text that comes later).
+loading the transformer takes seconds (docs/flash.md), which a renderer that starts on a
+style's phrasing no longer pays (``preload`` loads it in the background for the free text that comes later).
 
 A stream must not wait for that load: ``encode_later`` answers at once with a future, done for
 a prompt that needs no model, else filled in on the encoder's own thread; servers keep the

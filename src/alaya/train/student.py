@@ -99,7 +99,7 @@ class StudentTrainConfig:
     text_noise: float = 1.0
     data_weight: float = 0.0             # > 0: plus this times flow matching on the data itself
     teacher_weight: float = 1.0          # 'ar', 'guidance': weight of the teacher's target; 0 skips
-                                         # the teacher call (data-only pretraining, ~6x cheaper a step)
+                                         # the teacher call (data-only pretraining, a cheaper step)
     t_one: float = 0.0                   # 'ar', 'guidance': share of samples at t = 1 exactly, the
                                          # first sampling step (the G-buffer + context regression)
     view_dropout: float = 0.1            # with a view-branch teacher: share of samples for which

@@ -170,7 +170,7 @@ def augment_prompt(phrasings: torch.Tensor, rng: np.random.Generator, noise: flo
 def latent_channel_weights(ae: Autoencoder, mix: float) -> torch.Tensor:
     """(C,) loss weights, mean 1: ``(1 - mix) + mix * g_c^2 / mean(g^2)`` with ``g_c`` the norm of
     the linear decoder's column for channel c. The codec's latents are whitened (every channel
-    has about unit variance) while their pixel-space gains differ 55x (the shipped codec): an
+    has about unit variance) while their pixel-space gains differ widely (docs/teacher.md): an
     unweighted latent loss spends most of its effort on channels that barely change the image."""
     gain = ae.decode_linear[0].weight.detach()[:, :, 0, 0].norm(dim=0) ** 2
     return (1 - mix) + mix * gain / gain.mean()
