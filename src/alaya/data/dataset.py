@@ -15,19 +15,20 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from alaya.data.clipio import read_clip
-from alaya.io import atomic_write_text
 from alaya.data.contract import SCHEMA_VERSION
+from alaya.io import atomic_write_text
 
 META_FILE = "dataset.json"
 CLIPS_DIR = "clips"
 SPLITS = ("train", "val", "test")
 CLIP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 MISSING: Any = object()     # a field absent from the file (reported once, as 'missing')
+M = TypeVar("M")
 
 
 class MetaError(ValueError):
@@ -72,6 +73,62 @@ def top_level_fields(data: Any, names: list[str], path: str) -> Problems:
     return problems
 
 
+def parse_json(text: str, path: str) -> Any:
+    """``json.loads``, its error a ``MetaError`` naming the file."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise MetaError("<root>", f"invalid JSON: {e}", path) from e
+
+
+def build_meta(cls: type[M], data: Any, path: str, problems_of: Callable[[M, str], Problems]) -> M:
+    """A meta dataclass from parsed JSON; raises ``MetaError``: the first problem, its
+    ``problems`` listing every one (the top level's, then ``problems_of``'s for the fields present)."""
+    names = [f.name for f in fields(cls)]
+    problems = top_level_fields(data, names, path)
+    if isinstance(data, dict):          # check the fields present, even with others missing
+        meta = cls(**{k: data.get(k, MISSING) for k in names})
+        problems += problems_of(meta, path)
+    problems.raise_first()
+    return meta
+
+
+def write_meta_file(path: Path, meta: Any, problems_of: Callable[[Any, str], Problems]) -> Path:
+    """Validate ``meta`` and write its ``to_json()`` to ``path`` atomically; returns ``path``."""
+    problems_of(meta, str(path)).raise_first()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(path, meta.to_json())
+
+
+def read_meta_file(path: Path, from_json: Callable[[str, str], M]) -> M:
+    """``from_json`` of a meta file's text; a file that cannot be read is a ``MetaError``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise MetaError("<root>", f"cannot read ({e.strerror or e})", str(path)) from e
+    return from_json(text, str(path))
+
+
+class ListedFolder:
+    """A folder whose meta file lists its entries (``_entries()``: id -> info): ``len``, ``in``,
+    and iteration over ``ids()``, sorted."""
+
+    def _entries(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def ids(self, split: str | None = None) -> list[str]:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._entries())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids())
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._entries()
+
+
 @dataclass
 class DatasetMeta:
     """Everything ``dataset.json`` holds.
@@ -104,13 +161,7 @@ class DatasetMeta:
     def from_dict(cls, data: Any, path: str = META_FILE) -> DatasetMeta:
         """Validate ``data`` (parsed JSON) and build the meta; raises ``MetaError`` (the first
         problem; its ``problems`` lists every one)."""
-        names = [f.name for f in fields(cls)]
-        problems = top_level_fields(data, names, path)
-        if isinstance(data, dict):          # check the fields present, even with others missing
-            meta = cls(**{k: data.get(k, MISSING) for k in names})
-            problems += meta_problems(meta, path)
-        problems.raise_first()
-        return meta
+        return build_meta(cls, data, path, meta_problems)
 
     def to_json(self) -> str:
         """The canonical ``dataset.json`` text: sorted keys, indent 2, trailing newline."""
@@ -119,11 +170,7 @@ class DatasetMeta:
     @classmethod
     def from_json(cls, text: str, path: str = META_FILE) -> DatasetMeta:
         """Parse and validate ``dataset.json`` text."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise MetaError("<root>", f"invalid JSON: {e}", path) from e
-        return cls.from_dict(data, path)
+        return cls.from_dict(parse_json(text, path), path)
 
 
 def _need(cond: bool, field: str, message: str, path: str) -> None:
@@ -263,27 +310,14 @@ def meta_problems(meta: DatasetMeta, path: str = META_FILE) -> Problems:
     return p
 
 
-def _validate(meta: DatasetMeta, path: str) -> None:
-    meta_problems(meta, path).raise_first()
-
-
 def write_meta(root: str | os.PathLike[str], meta: DatasetMeta) -> Path:
     """Validate and write ``root/dataset.json`` atomically; returns its path."""
-    root = Path(root)
-    _validate(meta, str(root / META_FILE))
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / META_FILE
-    return atomic_write_text(path, meta.to_json())
+    return write_meta_file(Path(root) / META_FILE, meta, meta_problems)
 
 
 def read_meta(root: str | os.PathLike[str]) -> DatasetMeta:
     """Read and validate ``root/dataset.json``; raises ``MetaError`` naming the field."""
-    path = Path(root) / META_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise MetaError("<root>", f"cannot read ({e.strerror or e})", str(path)) from e
-    return DatasetMeta.from_json(text, str(path))
+    return read_meta_file(Path(root) / META_FILE, DatasetMeta.from_json)
 
 
 def _seed_position(seed: int) -> float:
@@ -329,7 +363,7 @@ def split_for_seed(seed: int, fractions: tuple[float, float, float] = (0.8, 0.1,
     return "test" if fractions[2] > 0 else ("val" if fractions[1] > 0 else "train")
 
 
-class ClipDataset:
+class ClipDataset(ListedFolder):
     """A dataset folder opened for reading: ids, paths and validated clip loads.
 
     Iterating yields clip ids (sorted); ``items`` yields (clip id, arrays).
@@ -365,11 +399,5 @@ class ClipDataset:
         for cid in self.ids(split):
             yield cid, self.load(cid, keys)
 
-    def __len__(self) -> int:
-        return len(self.meta.clips)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.ids())
-
-    def __contains__(self, clip_id: object) -> bool:
-        return clip_id in self.meta.clips
+    def _entries(self) -> dict[str, dict]:
+        return self.meta.clips

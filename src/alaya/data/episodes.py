@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,9 @@ import numpy as np
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, ActionError, check_actions
 from alaya.data.clipio import ClipError, check_contract, read_npz, write_npz
-from alaya.data.dataset import (CLIP_ID_RE, MISSING, SPLITS, MetaError, Problems, split_for_seed,
-                                top_level_fields)
-from alaya.io import atomic_path, atomic_write_text
+from alaya.data.dataset import (CLIP_ID_RE, MISSING, SPLITS, ListedFolder, MetaError, Problems, build_meta,
+                                parse_json, read_meta_file, split_for_seed, write_meta_file)
+from alaya.io import atomic_path
 
 EPISODES_FILE = "episodes.json"
 EPISODES_DIR = "episodes"
@@ -166,17 +166,7 @@ class EpisodesMeta:
     @classmethod
     def from_json(cls, text: str, path: str = EPISODES_FILE) -> EpisodesMeta:
         """Parse and validate ``episodes.json`` text; raises ``MetaError`` naming the field."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise MetaError("<root>", f"invalid JSON: {e}", path) from e
-        names = [f.name for f in fields(cls)]
-        problems = top_level_fields(data, names, path)
-        if isinstance(data, dict):          # check the fields present, even with others missing
-            meta = cls(**{k: data.get(k, MISSING) for k in names})
-            problems += meta_problems(meta, path)
-        problems.raise_first()
-        return meta
+        return build_meta(cls, parse_json(text, path), path, meta_problems)
 
 
 def _need(cond: bool, field: str, message: str, path: str) -> None:
@@ -260,21 +250,12 @@ def validate_meta(meta: EpisodesMeta, path: str = EPISODES_FILE) -> None:
 
 def write_meta(root: str | os.PathLike[str], meta: EpisodesMeta) -> Path:
     """Validate and write ``root/episodes.json`` atomically (temp file, fsync, rename)."""
-    root = Path(root)
-    path = root / EPISODES_FILE
-    validate_meta(meta, str(path))
-    root.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, meta.to_json())
+    return write_meta_file(Path(root) / EPISODES_FILE, meta, meta_problems)
 
 
 def read_meta(root: str | os.PathLike[str]) -> EpisodesMeta:
     """Read and validate ``root/episodes.json``; raises ``MetaError`` naming the field."""
-    path = Path(root) / EPISODES_FILE
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise MetaError("<root>", f"cannot read ({e.strerror or e})", str(path)) from e
-    return EpisodesMeta.from_json(text, str(path))
+    return read_meta_file(Path(root) / EPISODES_FILE, EpisodesMeta.from_json)
 
 
 def episode_split(episode_id: str, seed: int | None = None) -> str:
@@ -289,7 +270,7 @@ def episode_split(episode_id: str, seed: int | None = None) -> str:
 
 # -- the dataset --------------------------------------------------------------------------------
 
-class EpisodeDataset:
+class EpisodeDataset(ListedFolder):
     """An episodes folder opened for reading. Iterating yields episode ids (sorted)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -328,14 +309,8 @@ class EpisodeDataset:
         for eid in self.ids(split):
             yield eid, self.load(eid)
 
-    def __len__(self) -> int:
-        return len(self.meta.episodes)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.ids())
-
-    def __contains__(self, episode_id: object) -> bool:
-        return episode_id in self.meta.episodes
+    def _entries(self) -> dict[str, dict]:
+        return self.meta.episodes
 
 
 def validate_episodes(root: str | os.PathLike[str]) -> list[str]:

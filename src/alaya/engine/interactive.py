@@ -32,9 +32,8 @@ import numpy as np
 
 from alaya.engine.camera import look_at, yaw_pitch_direction
 from alaya.engine.raster import GBufferRasterizer, create_context
-from alaya.engine.reference import ReferenceRenderer
+from alaya.engine.reference import ReferenceRenderer, StyledStream
 from alaya.engine.scene import PARK_DEPTH, GeomSpec, Scene, SceneConfig, generate_scene
-from alaya.engine.styles import get_style
 from alaya.engine.world import World
 
 ACTIONS = ("push", "throw", "spawn")
@@ -125,7 +124,7 @@ def terrain_height_smooth(scene: Scene, x: float, y: float) -> float:
     return float(top * (1 - fv) + bottom * fv)
 
 
-class InteractiveStream:
+class InteractiveStream(StyledStream):
     """World + player-driven first-person camera + G-buffer rasterizer (+ reference styles)."""
 
     def __init__(self, seed: int, config: InteractiveConfig | None = None,
@@ -379,15 +378,3 @@ class InteractiveStream:
         frame["world_to_camera"] = view.astype(np.float32)
         frame["K"] = self.K.astype(np.float32)
         return frame
-
-    @property
-    def reference(self) -> ReferenceRenderer:
-        if self._reference is None:
-            self._reference = ReferenceRenderer(self.raster)
-        return self._reference
-
-    def render_style(self, style: str) -> np.ndarray:
-        """(H, W, 3) uint8: the last stepped frame in a reference style."""
-        if self.world_to_camera is None:
-            raise RuntimeError("render_style needs a frame: call step() first")
-        return self.reference.render(get_style(style), self.world_to_camera)

@@ -15,7 +15,7 @@ import numpy as np
 from alaya.engine.camera import look_at
 from alaya.engine.materials import MATERIALS
 from alaya.engine.raster import GBufferRasterizer, gl_matrix, load_glsl
-from alaya.engine.styles import Style
+from alaya.engine.styles import Style, get_style
 
 
 def _direction(elevation_deg: float, azimuth_deg: float) -> np.ndarray:
@@ -196,3 +196,24 @@ class ReferenceRenderer:
                     self.shadow_fbo, self.shadow_map, self.ao_fbo, self.ao, self.hdr_fbo, self.hdr,
                     self.bloom_a_fbo, self.bloom_a, self.bloom_b_fbo, self.bloom_b, self.out_fbo, self.out):
             obj.release()
+
+
+class StyledStream:
+    """A stream's frames in the reference styles: the renderer over its rasterizer
+    (``self.raster``), made on first use, draws its last frame (``self.world_to_camera``)."""
+
+    raster: GBufferRasterizer
+    world_to_camera: np.ndarray | None
+    _reference: ReferenceRenderer | None = None
+
+    @property
+    def reference(self) -> ReferenceRenderer:
+        if self._reference is None:
+            self._reference = ReferenceRenderer(self.raster)
+        return self._reference
+
+    def render_style(self, style: str) -> np.ndarray:
+        """(H, W, 3) uint8: the last stepped frame in a reference style."""
+        if self.world_to_camera is None:
+            raise RuntimeError("render_style needs a frame: call step() first")
+        return self.reference.render(get_style(style), self.world_to_camera)

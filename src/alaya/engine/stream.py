@@ -15,7 +15,7 @@ import numpy as np
 
 from alaya.engine.camera import RIGS, make_rig
 from alaya.engine.raster import GBufferRasterizer, create_context
-from alaya.engine.reference import ReferenceRenderer
+from alaya.engine.reference import ReferenceRenderer, StyledStream
 from alaya.engine.scene import SceneConfig, generate_scene
 from alaya.engine.styles import STYLE_NAMES, get_style
 from alaya.engine.world import World
@@ -32,7 +32,7 @@ class StreamConfig:
     scene: SceneConfig = field(default_factory=SceneConfig)
 
 
-class EngineStream:
+class EngineStream(StyledStream):
     def __init__(self, seed: int, config: StreamConfig | None = None,
                  ctx: moderngl.Context | None = None):
         cfg = config or StreamConfig()
@@ -86,16 +86,6 @@ class EngineStream:
                 self._next.result()
             self._executor.shutdown()
             self._executor = None
-
-    @property
-    def reference(self) -> ReferenceRenderer:
-        if self._reference is None:
-            self._reference = ReferenceRenderer(self.raster)
-        return self._reference
-
-    def render_style(self, style: str) -> np.ndarray:
-        """(H, W, 3) uint8: the last stepped frame in a reference style."""
-        return self.reference.render(get_style(style), self.world_to_camera)
 
 
 def render_clip(seed: int, frames: int, styles: tuple[str, ...] = STYLE_NAMES,
