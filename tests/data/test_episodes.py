@@ -200,6 +200,38 @@ def test_bad_optional_fields(tmp_path: Path) -> None:
         _recorder(tmp_path).begin("empty").finish()
 
 
+def test_depth_round_trips_as_float16_and_old_episodes_load_without_it(tmp_path: Path) -> None:
+    rgb = _frames()
+    depth = np.random.default_rng(3).uniform(0.5, 40.0, (T, H, W))
+    depth[:, :4] = 0.0                                          # sky
+    with _recorder(tmp_path).begin("deep", seed=1) as ep:
+        for t in range(T):
+            ep.add(rgb[t], ACTS[t], _view(0.1 * t, 0.0), depth=depth[t])
+    back = EpisodeDataset(tmp_path).load("deep")
+    assert back["depth"].dtype == np.float16 and back["depth"].shape == (T, H, W)
+    np.testing.assert_allclose(back["depth"], depth, rtol=1e-3)
+    assert (back["depth"][:, :4] == 0).all()
+    _record(_recorder(tmp_path), "old", seed=2)                 # recorded without depth: still loads
+    assert "depth" not in EpisodeDataset(tmp_path).load("old")
+    assert validate_episodes(tmp_path) == []
+
+
+@pytest.mark.parametrize("depth,match", [
+    (np.full((H, W), -0.5), "negative depth"),
+    (np.full((H, W), np.nan), "NaN or inf"),
+    (np.full((H, W), 1e6), "beyond float16"),
+    (np.ones((H, W + 1)), r"expected shape \(16, 16\)"),
+])
+def test_bad_depth_names_the_field(tmp_path: Path, depth, match) -> None:
+    rgb = _frames()
+    ep = _recorder(tmp_path).begin("ep")
+    ep.add(rgb[0], None, depth=np.ones((H, W)))
+    with pytest.raises(RecordError, match=f"frame 1: field 'depth': {match}"):
+        ep.add(rgb[1], ACTS[1], depth=depth)
+    with pytest.raises(RecordError, match="frame 1: field 'depth': given at frame 0"):
+        ep.add(rgb[1], ACTS[1])
+
+
 def _write(path: Path, **changes) -> Path:
     arrays = {"rgb": _frames().transpose(1, 0, 2, 3, 4), "styles": np.array(["day", "night"]),
               "actions": np.stack([np.zeros(8, np.float32)] + ACTS[1:])}
@@ -224,7 +256,10 @@ BAD_FILES = [
      "key 'actions': frame 1 column 'turn' must be in"),
     ("actions[0]", {"actions": np.stack([ACTS[1]] * T)}, "key 'actions': frame 0 must be all zero"),
     ("missing styles", {"styles": None}, "key 'styles': missing required key"),
-    ("unknown key", {"depth": np.zeros((T, H, W), np.float32)}, "key 'depth': unknown key"),
+    ("unknown key", {"normal": np.zeros((T, H, W), np.float32)}, "key 'normal': unknown key"),
+    ("depth float32", {"depth": np.zeros((T, H, W), np.float32)}, "key 'depth': expected dtype float16"),
+    ("negative depth", {"depth": np.full((T, H, W), -1.0, np.float16)}, "key 'depth': negative depth"),
+    ("inf depth", {"depth": np.full((T, H, W), np.inf, np.float16)}, "key 'depth': NaN or inf"),
     ("rgb int16", {"rgb": np.zeros((2, T, H, W, 3), np.int16)}, "key 'rgb': expected dtype uint8"),
     ("NaN reward", {"reward": np.full(T, np.nan, np.float32)}, "key 'reward': NaN or inf"),
 ]

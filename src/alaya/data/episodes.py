@@ -7,8 +7,9 @@ An episodes dataset is a folder::
 
 An episode of T frames at H x W in S styles holds ``rgb`` (S, T, H, W, 3), ``styles`` (S,) and
 ``actions`` (T, 8) (``alaya.data.actions``: ``actions[t]`` took frame t-1 to frame t, so
-``actions[0]`` is all zero), and optionally the camera (``world_to_camera``, ``K``), the game's
-``events``, and for recorded environments the ``reward`` and the source's raw ``env_action``.
+``actions[0]`` is all zero), and optionally the camera (``world_to_camera``, ``K``), the
+frames' ``depth``, the game's ``events``, and for recorded environments the ``reward`` and the
+source's raw ``env_action``. Episodes written before ``depth`` existed still load.
 
 Episode files share the clip files' deterministic atomic writer and contract checks
 (``clipio.write_npz``, ``clipio.check_contract`` with ``EPISODE_ARRAYS``); ``read_episode``
@@ -51,6 +52,7 @@ EPISODE_ARRAYS: dict[str, tuple[str, tuple[str, ...]]] = {
     "actions": ("float32", ("T", str(ACTION_DIM))),
     "world_to_camera": ("float32", ("T", "4", "4")),
     "K": ("float32", ("3", "3")),
+    "depth": ("float16", ("T", "H", "W")),     # metres along the view axis, 0 on background
     "events": ("uint8", ("T", str(len(EVENT_COLUMNS)))),
     "reward": ("float32", ("T",)),
     "env_action": ("float32", ("T", "E")),
@@ -72,7 +74,8 @@ def check_episode(arrays: Mapping[str, np.ndarray],
     Semantics: unique non-empty style names; ``actions`` pass ``check_actions`` (finite,
     navigation in [-1, 1], one-shot columns 0/1, at most one per frame) and row 0 is all zero;
     ``world_to_camera`` finite and rigid (orthonormal rotation, det > 0, last row 0 0 0 1);
-    ``K`` finite with last row 0 0 1 and fx, fy > 0; ``reward`` and ``env_action`` finite.
+    ``K`` finite with last row 0 0 1 and fx, fy > 0; ``depth`` finite and >= 0; ``reward`` and
+    ``env_action`` finite.
     Returns the bound shape symbols (S, T, H, W, and E when present).
     """
     dims = check_contract(arrays, path, require=EPISODE_REQUIRED, spec=EPISODE_ARRAYS)
@@ -100,9 +103,11 @@ def check_episode(arrays: Mapping[str, np.ndarray],
         _fail_at(path, "K", ~np.isfinite(K), "NaN or inf")
         if not np.array_equal(K[2], [0.0, 0.0, 1.0]) or not (K[0, 0] > 0 and K[1, 1] > 0):
             raise ClipError(path, "K", f"expected last row (0, 0, 1) and fx, fy > 0, got {K.tolist()}")
-    for key in ("reward", "env_action"):
+    for key in ("depth", "reward", "env_action"):
         if key in arrays:
             _fail_at(path, key, ~np.isfinite(arrays[key]), "NaN or inf")
+    if "depth" in arrays:
+        _fail_at(path, "depth", arrays["depth"] < 0, "negative depth (0 marks background)")
     return dims
 
 

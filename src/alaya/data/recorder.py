@@ -6,7 +6,7 @@
                           source="alaya-game", generator={"game": ...}, size=(64, 64))
     with rec.begin("ep00001", seed=1) as ep:      # finishes on success, discards on an exception
         for frame in ...:
-            ep.add(rgb, action, world_to_camera=view, K=K, events=events)
+            ep.add(rgb, action, world_to_camera=view, K=K, events=events, depth=depth)
 
 Each ``add`` checks the frame at once (shape, dtype, style set, the action row, and that the
 optional fields are given on every frame or on none), raising ``RecordError`` naming the episode,
@@ -140,7 +140,8 @@ class EpisodeRecorder:
 
 
 # optional per-frame fields, in the order ``add`` takes them
-OPTIONAL_FIELDS = ("world_to_camera", "K", "events", "reward", "env_action")
+OPTIONAL_FIELDS = ("world_to_camera", "K", "events", "reward", "env_action", "depth")
+DEPTH_MAX = float(np.finfo(np.float16).max)     # depth is stored as float16
 
 
 class EpisodeWriter:
@@ -164,17 +165,19 @@ class EpisodeWriter:
                            f"{message}")
 
     def add(self, rgb: np.ndarray | Mapping[str, np.ndarray], action=None, world_to_camera=None,
-            K=None, events=None, *, reward: float | None = None, env_action=None) -> None:
+            K=None, events=None, *, reward: float | None = None, env_action=None,
+            depth=None) -> None:
         """Append frame t = ``self.frames``. ``rgb`` is (S, H, W, 3) uint8 in the recorder's style
         order or {style: (H, W, 3) uint8}; ``action`` the (8,) row that led here (None or zeros
         at frame 0); ``world_to_camera`` (4, 4) rigid; ``K`` (3, 3), the same on every frame;
         ``events`` (4,) counts or {event: count}; ``reward`` a number; ``env_action`` a flat array
-        of one width. Optional fields must be given on every frame or on none."""
+        of one width; ``depth`` (H, W) metres along the view axis, >= 0 (0 = background), stored
+        as float16. Optional fields must be given on every frame or on none."""
         if self._closed:
             raise RecordError(f"episode '{self.episode_id}' was {self._closed}; begin a new one")
         t = self.frames
         values = {"rgb": self._check_rgb(rgb), "actions": self._check_action(action)}
-        given = dict(zip(OPTIONAL_FIELDS, (world_to_camera, K, events, reward, env_action)))
+        given = dict(zip(OPTIONAL_FIELDS, (world_to_camera, K, events, reward, env_action, depth)))
         for field, value in given.items():
             if t > 0 and self._has[field] != (value is not None):
                 raise self._error(field, "given at frame 0, so every frame needs it"
@@ -272,6 +275,14 @@ class EpisodeWriter:
             raise self._error("env_action", f"width {a.size} but frame 0 had "
                               f"{self._frames['env_action'][0].size}")
         return a.astype(np.float32)
+
+    def _check_depth(self, value) -> np.ndarray:
+        d = self._numbers("depth", value, self.recorder.size)
+        if (d < 0).any():
+            raise self._error("depth", "negative depth (0 marks background)")
+        if (d > DEPTH_MAX).any():
+            raise self._error("depth", f"beyond float16's range ({DEPTH_MAX:g}); use 0 for background")
+        return d.astype(np.float16)
 
     def finish(self) -> Path:
         """Write the episode (atomically) and list it in episodes.json; returns its path."""

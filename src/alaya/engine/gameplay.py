@@ -1,6 +1,6 @@
 """Recording gameplay (``alaya record game``): scripted players play the game mode and every
 frame goes into an episodes dataset (``alaya.data.recorder``) in one or more reference styles,
-with the action rows, camera poses, intrinsics and event counts.
+with the action rows, camera poses, intrinsics, depth maps and event counts.
 
 Episode ``ep<seed>`` is world seed ``seed`` played by a player of the same seed, so a dataset
 is reproducible frame for frame, and an interrupted recording resumes where it stopped
@@ -29,13 +29,15 @@ class GameplayConfig:
     frames: int = 300
     first_seed: int = 0
     styles: tuple[str, ...] = DEFAULT_STYLES
+    depth: bool = True                 # store each frame's depth (float16 metres, 0 = sky)
     game: GameConfig = field(default_factory=GameConfig)
     player: PlayerConfig = field(default_factory=PlayerConfig)
 
 
 def record_episode(game: GameStream, player: ScriptedPlayer, writer, frames: int,
-                   styles: tuple[str, ...]) -> None:
-    """Play ``frames`` frames into an open episode writer; frame 0 is the start (no action)."""
+                   styles: tuple[str, ...], depth: bool = True) -> None:
+    """Play ``frames`` frames into an open episode writer; frame 0 is the start (no action).
+    With ``depth`` each frame's depth map (the G-buffer's) is stored too."""
     for t in range(frames):
         action = np.zeros(8, np.float32)
         if t > 0:
@@ -44,7 +46,8 @@ def record_episode(game: GameStream, player: ScriptedPlayer, writer, frames: int
         frame = game.step()
         writer.add({s: game.render_style(s) for s in styles}, action,
                    world_to_camera=frame["world_to_camera"], K=game.K.astype(np.float32),
-                   events=game.events if t > 0 else np.zeros_like(game.events))
+                   events=game.events if t > 0 else np.zeros_like(game.events),
+                   depth=frame["depth"] if depth else None)
 
 
 def record_gameplay(root: str | os.PathLike, config: GameplayConfig | None = None,
@@ -64,7 +67,7 @@ def record_gameplay(root: str | os.PathLike, config: GameplayConfig | None = Non
         game = GameStream(seed, c.game)
         try:
             with recorder.begin(eid, seed=seed) as writer:
-                record_episode(game, ScriptedPlayer(seed, c.player), writer, c.frames, c.styles)
+                record_episode(game, ScriptedPlayer(seed, c.player), writer, c.frames, c.styles, c.depth)
         finally:
             game.close()
         recorded.append(eid)
