@@ -8,6 +8,8 @@ import argparse
 import json
 from pathlib import Path
 
+from alaya.paths import default_weights
+
 
 def _record(a: argparse.Namespace) -> int:
     if a.source == "game":
@@ -53,11 +55,55 @@ def _import_video(a: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_world_live(a: argparse.Namespace) -> int:
+    """``alaya eval world --live``: sessions made as ``alaya play --world`` makes them, played
+    with the live scripts beside the real game (``alaya.evaluation.world_live``)."""
+    import torch
+
+    from alaya.data.actions import ACTION_COLUMNS
+    from alaya.evaluation.live_reference import game_player, shipped_size, start_scenes
+    from alaya.evaluation.live_report import write_live_report
+    from alaya.evaluation.live_scripts import data_action_columns
+    from alaya.evaluation.world_live import LiveConfig, evaluate_live, public_json
+    from alaya.runtime.world_session import WorldSessionFactory
+    torch.set_num_threads(1)              # as alaya play: the networks run in onnxruntime's own pool
+    size = a.size or shipped_size(a.weights)
+    scripts = tuple(s for arg in a.scripts for s in arg.split(",") if s)
+    columns = tuple(data_action_columns(a.data)) if a.data else ACTION_COLUMNS
+    cfg = LiveConfig(scripts=scripts, frames=a.frames, window=a.window, seed=a.seed, columns=columns)
+    scenes = start_scenes(a.weights, size, a.data, a.scenes)
+    factory = WorldSessionFactory.from_pretrained(a.weights, size=size, backend=a.backend)
+    result = evaluate_live(lambda scene: factory.new(scene.prompt, a.seed), game_player(size), scenes, cfg,
+                           progress=True)
+    result["config"].update(weights=a.weights, size=size, backend=a.backend, data=a.data)
+    if a.report:
+        write_live_report(result, a.report)
+    out = public_json(result)
+    if a.json:
+        print(json.dumps(out))
+        return 0
+    for k in ("sharpness_min", "colour_drift", "still_psnr_min", "still_psnr_mean", "still_hf_ratio_max",
+              "walk_back_return_psnr", "psnr_mean", "fps"):
+        print(f"{k:30s} {'-' if out[k] is None else f'{out[k]:.4f}'}")
+    for name, s in out["scripts"].items():
+        print(f"{name:10s} sharpness per window {' '.join(f'{r:.3f}' for r in s['sharpness_windows'])}")
+    if out["skipped_actions"] or out["skipped_scripts"]:
+        print(f"skipped: actions {out['skipped_actions']}, scripts {out['skipped_scripts']}")
+    if a.report:
+        print(f"report: {a.report}")
+    return 0
+
+
 def _eval_world(a: argparse.Namespace) -> int:
+    if a.live:
+        return _eval_world_live(a)
+    if not a.data:
+        raise SystemExit("alaya eval world: --data is required (except with --live)")
     from alaya.data.episodes import EpisodeDataset
     from alaya.evaluation.world_eval import WorldEvalConfig, evaluate_world, load_idm, public_json
     from alaya.evaluation.world_report import write_world_report
     from alaya.runtime.world_session import WorldSessionFactory
+    a.size = a.size or 64
     factory = WorldSessionFactory.from_pretrained(a.weights, size=a.size, backend=a.backend)
     ds = EpisodeDataset(a.data)
     cfg = WorldEvalConfig(horizon=a.horizon, episodes=a.episodes, split=a.split, rollout_frames=a.rollout_frames,
@@ -127,22 +173,35 @@ def add_record_commands(sub, isub, style_names) -> None:
 
 def add_eval_world_command(esub) -> None:
     """``alaya eval world``."""
-    ew = esub.add_parser("world", help="a world model on held-out gameplay episodes")
-    ew.add_argument("--data", required=True, help="episodes folder (alaya record)")
+    ew = esub.add_parser("world", help="a world model on held-out gameplay episodes, or live (--live)")
+    ew.add_argument("--data", help="episodes folder (alaya record); --live: optional, its action columns "
+                    "limit the scripts and its episodes.json gives the start frames' world seeds")
     ew.add_argument("--split", default="test")
     ew.add_argument("--episodes", type=int, default=8, help="held-out episodes replayed")
     ew.add_argument("--horizon", type=int, default=16)
     ew.add_argument("--rollout-frames", type=int, default=3000, help="frames of the long rollout")
-    ew.add_argument("--still-frames", type=int, default=60, help="frames of the standing-still test")
-    ew.add_argument("--weights", default="weights/world_model")
-    ew.add_argument("--idm", default="weights/inverse_dynamics", help="inverse-dynamics model ('' to skip)")
-    ew.add_argument("--size", type=int, default=64)
+    ew.add_argument("--still-frames", type=int, default=60, help="frames of the standing-still test (not --live)")
+    ew.add_argument("--weights", default=default_weights("world_model"))
+    ew.add_argument("--idm", default=default_weights("inverse_dynamics"), help="inverse-dynamics model ('' to skip)")
+    ew.add_argument("--size", type=int, default=None,
+                    help="frame size (default 64; --live: the size of the weights' start frames, the model's own)")
     ew.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
     ew.add_argument("--seed", type=int, default=0)
     ew.add_argument("--report", help="folder for report.md, results.json, figures and a GIF")
     ew.add_argument("--json", action="store_true", help="print one JSON object")
     ew.add_argument("--game-reference", action="store_true",
                     help="also play the long rollout's actions in the game itself (recorded game episodes)")
+    ew.add_argument("--live", action="store_true",
+                    help="play scripted minutes in a session as alaya play --world does, beside the real game "
+                         "from the same start frames (docs/world.md, Live evaluation); --report gets "
+                         "live.json, live_minute.gif, live_sharpness.png")
+    ew.add_argument("--scripts", nargs="+", default=["play", "still", "walk_back"],
+                    help="--live: scripts to play (play, still, walk_back)")
+    ew.add_argument("--frames", type=int, default=1800,
+                    help="--live: frames of the play script; shorter runs shorten every script in proportion")
+    ew.add_argument("--window", type=int, default=300, help="--live: frames of a sharpness window")
+    ew.add_argument("--scenes", type=int, default=None,
+                    help="--live: the first N start frames of the weights (default all)")
     ew.set_defaults(func=_eval_world)
 
 

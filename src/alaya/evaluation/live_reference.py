@@ -1,0 +1,107 @@
+"""The ground truth of the live evaluation: the real game (``alaya.engine.game``) playing the same
+action rows from the same start, rendered at the world model's size in the scene's style, and
+the test scenes it starts from.
+
+A test scene is a start frame shipped beside the weights (``<weights>/starts/NN_<episode>_<style>.png``,
+what ``alaya play --world`` starts from; ``alaya.data.episodes.write_start_frames`` names them):
+frame 0 of a recorded test episode, whose world seed is the episode's (``episodes.json``, or
+the recorder's ``ep<seed>`` name). The game's own frame 0 of that seed and style is checked
+against the shipped one (``Scene.start_psnr``, 100 when identical); at another size than the
+shipped frames' the game's frame 0 is the start.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from alaya.evaluation.frame_stats import psnr_frames
+from alaya.evaluation.world_live import Scene
+
+EPISODE_SEED = re.compile(r"^ep(\d+)$")
+
+
+def play_in_game(seed: int, style: str, actions: np.ndarray, size: int, progress: bool = False) -> np.ndarray:
+    """uint8 (T + 1, size, size, 3): the game of world ``seed`` in ``style``, frame 0 (the start,
+    as ``record_episode`` records it) and one frame per action row after it."""
+    from tqdm import tqdm
+
+    from alaya.engine.game import GameConfig, GameStream
+    game = GameStream(seed, GameConfig(size=size))
+    try:
+        game.step()
+        frames = [game.render_style(style)]
+        for row in tqdm(actions, desc=f"game {seed} {style}", disable=not progress, unit="frame", leave=False):
+            game.apply(row)
+            game.step()
+            frames.append(game.render_style(style))
+    finally:
+        game.close()
+    return np.stack(frames)
+
+
+def game_player(size: int, progress: bool = False):
+    """``play_real(scene, actions)`` for ``evaluate_live``: the game's frames after the start."""
+    return lambda scene, actions: play_in_game(scene.seed, scene.style, actions, size, progress)[1:]
+
+
+def _split_name(stem: str) -> tuple[str, str]:
+    """(episode, style) of a start frame's stem ``NN_<episode>_<style>``, the style being one
+    of the engine's style names."""
+    from alaya.engine.styles import STYLE_NAMES
+    for style in sorted(STYLE_NAMES, key=len, reverse=True):
+        if stem.endswith("_" + style):
+            head = stem[:-len(style) - 1]
+            number, _, episode = head.partition("_")
+            if number.isdigit() and episode:
+                return episode, style
+    raise ValueError(f"start frame {stem}.png: expected NN_<episode>_<style>.png with one of the game's styles")
+
+
+def start_scenes(weights: str | os.PathLike[str], size: int, data: str | os.PathLike[str] | None = None,
+                count: int | None = None) -> list[Scene]:
+    """The scenes of the start frames shipped with ``weights`` (sorted by name, the first
+    ``count``), each with its world seed (from ``data``'s ``episodes.json`` when it lists the
+    episode, else from the ``ep<seed>`` id), its style's first phrasing as the prompt, and the
+    start frame: the shipped one at ``size``, else the game's frame 0."""
+    from alaya.engine.styles import get_style
+    paths = sorted((Path(weights) / "starts").glob("*.png"))
+    if not paths:
+        raise FileNotFoundError(f"{Path(weights) / 'starts'}: no start frames (*.png)")
+    listed = {}
+    if data is not None:
+        from alaya.data.episodes import EpisodeDataset
+        listed = {e: info["seed"] for e, info in EpisodeDataset(data).meta.episodes.items()}
+    scenes = []
+    for p in paths[:count]:
+        episode, style = _split_name(p.stem)
+        seed = listed.get(episode)
+        if seed is None:
+            m = EPISODE_SEED.match(episode)
+            if not m:
+                raise ValueError(f"{p}: cannot tell the game's world seed of episode {episode!r} "
+                                 f"(not ep<seed>; pass --data with its episodes.json)")
+            seed = int(m.group(1))
+        game_start = play_in_game(seed, style, np.zeros((0, 8), np.float32), size)[0]
+        shipped = np.array(Image.open(p).convert("RGB"))
+        start, start_psnr = game_start, None
+        if shipped.shape == game_start.shape:
+            start, start_psnr = shipped, float(psnr_frames(shipped[None], game_start[None])[0])
+        scenes.append(Scene(f"{episode}_{style}", seed, style, get_style(style).phrasings[0], start, start_psnr))
+    return scenes
+
+
+def shipped_size(weights: str | os.PathLike[str]) -> int:
+    """The size of the start frames shipped with ``weights`` (the model's own play size)."""
+    paths = sorted((Path(weights) / "starts").glob("*.png"))
+    if not paths:
+        raise FileNotFoundError(f"{Path(weights) / 'starts'}: no start frames (*.png)")
+    with Image.open(paths[0]) as im:
+        w, h = im.size
+    if w != h:
+        raise ValueError(f"{paths[0]}: start frame is {w}x{h}, expected a square")
+    return w

@@ -1,0 +1,245 @@
+"""The live evaluation of a world model (``alaya eval world --live``; docs/world.md, "Live
+evaluation"): a session played frame by frame from a test scene's start frame with the scripts of
+``live_scripts``, as ``alaya play --world`` plays it, beside the real game playing the same rows
+from the same start, compared frame by frame.
+
+It sees a session (``reset(frame)``, ``step(row)`` -> uint8 (S, S, 3)) made per scene by
+``make_session(scene)``, and the real game only as ``play_real(scene, actions)`` -> uint8
+(T, S, S, 3), the frames after the start (``alaya.evaluation.live_reference`` plays our game).
+
+Metrics, per script (pooled over the scenes) and overall (docs/world.md defines each):
+``sharpness_windows`` (Laplacian variance of the generated frames over the real frames', per
+window of ``window`` frames) and their minimum; ``colour_drift`` (the generated mean colour's
+change from the first window to the last, minus the real one's); standing still:
+``still_psnr_min`` / ``_mean`` (every still frame against the frame where the player stopped)
+and ``still_hf_ratio_max`` (high-frequency energy, generated over real); walking back:
+``return_psnr`` (the frame on return against the real game's); per-frame PSNR against the real
+frames; and the session's frames per second.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from alaya.data.actions import ACTION_COLUMNS
+from alaya.evaluation import metrics as M
+from alaya.evaluation.live_scripts import MINUTE, SCRIPTS, LiveScript, live_scripts
+
+WINDOW = 300          # frames of a sharpness window (10 s)
+CHUNK = 300           # frames turned into float tensors at once
+
+
+@dataclass
+class Scene:
+    """A test scene: the game's world ``seed`` seen in ``style`` (prompted with ``prompt``) from
+    ``start`` (uint8 (S, S, 3), frame 0 of the session and of the game). ``start_psnr``: the
+    shipped start frame against the game's own (100: identical; None: no shipped frame at this size)."""
+    name: str
+    seed: int
+    style: str
+    prompt: str
+    start: np.ndarray
+    start_psnr: float | None = None
+
+
+@dataclass
+class LiveConfig:
+    scripts: tuple[str, ...] = SCRIPTS
+    frames: int = MINUTE                   # the minute's length (shorter runs scale every script)
+    window: int = WINDOW
+    seed: int = 0                          # the play script's draw
+    columns: tuple[str, ...] = ACTION_COLUMNS   # the action columns the data has
+    gif_script: str = "play"               # the live minute of the first scene kept for the GIF
+
+    def __post_init__(self):
+        if self.window < 1:
+            raise ValueError(f"window must be >= 1, got {self.window}")
+
+
+def hf_energy(x: torch.Tensor) -> torch.Tensor:
+    """(T,) high-frequency energy of frames (T, 3, H, W) in [0, 1]: the mean square of the frame
+    minus its 3x3 box blur (edges replicated), over pixels and RGB. Grain and checkerboards raise
+    it; blur lowers it."""
+    if x.ndim != 4 or x.shape[1] != 3:
+        raise ValueError(f"expected (T, 3, H, W) frames, got {tuple(x.shape)}")
+    x = x.float()
+    blur = F.avg_pool2d(F.pad(x, (1, 1, 1, 1), mode="replicate"), 3, stride=1)
+    return ((x - blur) ** 2).flatten(1).mean(1)
+
+
+def windows(n: int, window: int) -> list[slice]:
+    """Consecutive windows of ``window`` frames over n frames; a remainder shorter than half a
+    window joins the last window, a longer one is a window of its own."""
+    bounds = list(range(0, n, window)) + [n]
+    if len(bounds) > 2 and bounds[-1] - bounds[-2] < window / 2:
+        del bounds[-2]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def frame_series(frames: np.ndarray) -> dict[str, np.ndarray]:
+    """Per frame of uint8 (T, S, S, 3): ``sharpness`` (Laplacian variance of luma), ``hf`` and
+    ``colour`` (mean RGB in [0, 1], (T, 3))."""
+    out = {"sharpness": [], "hf": [], "colour": []}
+    for a in range(0, len(frames), CHUNK):
+        x = M.frames_to_tensor(frames[a:a + CHUNK])
+        out["sharpness"].append(M.laplacian_variance(x).numpy())
+        out["hf"].append(hf_energy(x).numpy())
+        out["colour"].append(x.mean((2, 3)).numpy())
+    return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def psnr_series(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(T,) PSNR of uint8 (T, S, S, 3) frames (``metrics.psnr``: identical frames give 100)."""
+    if a.shape != b.shape:
+        raise ValueError(f"frames of two shapes: {a.shape} and {b.shape}")
+    return np.concatenate([M.psnr(M.frames_to_tensor(a[i:i + CHUNK]), M.frames_to_tensor(b[i:i + CHUNK])).numpy()
+                           for i in range(0, len(a), CHUNK)])
+
+
+def ratio(num: float, den: float) -> float:
+    """num / den, each floored at ``metrics.SHARPNESS_FLOOR`` (flat over flat is 1)."""
+    return max(float(num), M.SHARPNESS_FLOOR) / max(float(den), M.SHARPNESS_FLOOR)
+
+
+def play_session(session, start: np.ndarray, actions: np.ndarray, desc: str = "",
+                 progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``session.reset(start)``, then one ``step`` per row, as ``alaya play --world``: the frames
+    (T, S, S, 3) and the seconds each step took (T,)."""
+    session.reset(start)
+    frames, seconds = [], []
+    for row in tqdm(actions, desc=desc, disable=not progress, unit="frame", leave=False):
+        t0 = time.perf_counter()
+        frame = session.step(row)
+        seconds.append(time.perf_counter() - t0)
+        frames.append(np.asarray(frame))
+    return np.stack(frames), np.array(seconds)
+
+
+def compare(gen: np.ndarray, real: np.ndarray, start: np.ndarray, script: LiveScript) -> dict:
+    """Per-frame series of one scene and script: generated and real ``frame_series``, ``psnr``
+    against the real frames, and the script's landmarks (standing still, the return)."""
+    if gen.shape != real.shape or gen.shape[1:] != start.shape:
+        raise ValueError(f"generated {gen.shape}, real {real.shape} and start {start.shape} frames disagree")
+    out = {"gen": frame_series(gen), "real": frame_series(real), "psnr": psnr_series(gen, real)}
+    if "still_from" in script.marks:
+        k = script.marks["still_from"]                  # frame k: where the player stops (0: the start)
+        for key, frames in (("gen", gen), ("real", real)):
+            ref = start if k == 0 else frames[k - 1]
+            still = frames[k:]
+            out[f"{key}_still_psnr"] = psnr_series(still, np.broadcast_to(ref, still.shape))
+    if "back" in script.marks:
+        out["return_vs_start"] = float(psnr_series(gen[-1:], start[None])[0])
+        out["real_return_vs_start"] = float(psnr_series(real[-1:], start[None])[0])
+    return out
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.ndarray) -> dict:
+    """One script's metrics over its scenes (``compare`` outputs), pooled as docs/world.md says."""
+    T = len(series[0]["psnr"])
+    wins = windows(T, window)
+    lv = lambda key, w: float(np.mean([s[key]["sharpness"][w].mean() for s in series]))    # noqa: E731
+    sharp = [ratio(lv("gen", w), lv("real", w)) for w in wins]
+    drifts = []
+    for s in series:
+        change = {k: s[k]["colour"][wins[-1]].mean(0) - s[k]["colour"][wins[0]].mean(0) for k in ("gen", "real")}
+        drifts.append(float(np.linalg.norm(change["gen"] - change["real"])) if len(wins) > 1 else None)
+    psnr = np.stack([s["psnr"] for s in series])
+    out = {"frames": T, "scenes": len(series), "windows": [[w.start + 1, w.stop] for w in wins],
+           "sharpness_windows": sharp, "sharpness_min": min(sharp),
+           "colour_drift": _mean(drifts), "psnr_mean": float(psnr.mean()),
+           "psnr_windows": [float(psnr[:, w].mean()) for w in wins], "psnr_frame1": float(psnr[:, 0].mean()),
+           "fps": float(seconds.size / max(seconds.sum(), 1e-9)),
+           "actions": {c: int((script.actions[:, i] != 0).sum()) for i, c in enumerate(ACTION_COLUMNS)}}
+    scenes = [{"sharpness_min": min(ratio(s["gen"]["sharpness"][w].mean(), s["real"]["sharpness"][w].mean())
+                                    for w in wins), "colour_drift": d, "psnr_mean": float(s["psnr"].mean())}
+              for s, d in zip(series, drifts)]
+    if "still_from" in script.marks:
+        k = script.marks["still_from"]
+        still = np.stack([s["gen_still_psnr"] for s in series])
+        hf = [np.stack([s[key]["hf"][k:] for s in series]) for key in ("gen", "real")]
+        hf_ratio = [ratio(g, r) for g, r in zip(hf[0].mean(0), hf[1].mean(0))]
+        out.update(still_frames=int(still.shape[1]), still_psnr_min=float(still.min()),
+                   still_psnr_mean=float(still.mean()),
+                   real_still_psnr_min=float(min(s["real_still_psnr"].min() for s in series)),
+                   still_hf_ratio_max=max(hf_ratio), still_hf_ratio_last=hf_ratio[-1])
+        for d, s in zip(scenes, series):
+            d.update(still_psnr_min=float(s["gen_still_psnr"].min()),
+                     still_hf_ratio_max=max(ratio(g, r) for g, r in zip(s["gen"]["hf"][k:], s["real"]["hf"][k:])))
+    if "back" in script.marks:
+        out.update(turning_point=script.marks["turning_point"], back=script.marks["back"],
+                   return_psnr=float(psnr[:, -1].mean()),
+                   return_vs_start_psnr=float(np.mean([s["return_vs_start"] for s in series])),
+                   real_return_vs_start_psnr=float(np.mean([s["real_return_vs_start"] for s in series])))
+        for d, s in zip(scenes, series):
+            d.update(return_psnr=float(s["psnr"][-1]))
+    out["per_scene"] = scenes
+    return out
+
+
+def overall(scripts: dict[str, dict], seconds: float, frames: int) -> dict:
+    """The headline numbers over every script played (None where no script measures one):
+    the minimum sharpness window, the largest colour drift, standing still and the return from
+    their scripts, PSNR over every frame, frames per second over every step."""
+    got = lambda key: [s[key] for s in scripts.values() if s.get(key) is not None]    # noqa: E731
+    still, back = scripts.get("still", {}), scripts.get("walk_back", {})
+    total = sum(s["frames"] * s["scenes"] for s in scripts.values())
+    return {"sharpness_min": min(got("sharpness_min"), default=None),
+            "colour_drift": max(got("colour_drift"), default=None),
+            "still_psnr_min": still.get("still_psnr_min"), "still_psnr_mean": still.get("still_psnr_mean"),
+            "still_hf_ratio_max": still.get("still_hf_ratio_max"),
+            "walk_back_return_psnr": back.get("return_psnr"),
+            "psnr_mean": float(sum(s["psnr_mean"] * s["frames"] * s["scenes"] for s in scripts.values()) / total)
+            if total else None,
+            "fps": float(frames / seconds) if seconds > 0 else None}
+
+
+def evaluate_live(make_session, play_real, scenes: list[Scene], cfg: LiveConfig | None = None,
+                  progress: bool = False) -> dict:
+    """Play every script from every scene in a session and in the real game; the metrics (module
+    docstring) as a JSON-ready dict, plus what the report needs: ``series`` (per script, the
+    scenes' mean per-frame sharpness, generated and real) and ``gif`` (the first scene's frames
+    of ``cfg.gif_script``, generated and real)."""
+    cfg = cfg or LiveConfig()
+    if not scenes:
+        raise ValueError("the live evaluation needs at least one scene")
+    scripts, skipped = live_scripts(cfg.scripts, cfg.frames, cfg.seed, cfg.columns)
+    series_kept, gif, results, all_seconds = {}, {}, {}, []
+    gif_script = cfg.gif_script if cfg.gif_script in scripts else next(iter(scripts), None)
+    for name, script in scripts.items():
+        series, seconds = [], []
+        for i, scene in enumerate(scenes):
+            desc = f"{name} {scene.name}"
+            gen, sec = play_session(make_session(scene), scene.start, script.actions, desc, progress)
+            real = np.asarray(play_real(scene, script.actions))
+            series.append(compare(gen, real, scene.start, script))
+            seconds.append(sec)
+            if name == gif_script and i == 0:
+                gif = {"generated": gen, "real": real, "start": scene.start, "scene": scene.name, "script": name}
+        seconds = np.concatenate(seconds)
+        all_seconds.append(seconds)
+        results[name] = summarize(series, script, cfg.window, seconds)
+        series_kept[name] = {k: np.mean([s[k]["sharpness"] for s in series], 0) for k in ("gen", "real")}
+    seconds = np.concatenate(all_seconds) if all_seconds else np.zeros(0)
+    return {"config": {"scripts": list(scripts), "frames": cfg.frames, "window": cfg.window, "seed": cfg.seed},
+            "scenes": [{"name": s.name, "seed": s.seed, "style": s.style, "prompt": s.prompt,
+                        "size": int(s.start.shape[0]), "start_psnr": s.start_psnr} for s in scenes],
+            "data_columns": list(cfg.columns), "skipped_actions": skipped["actions"],
+            "skipped_scripts": skipped["scripts"],
+            **overall(results, float(seconds.sum()), int(seconds.size)), "scripts": results,
+            "series": series_kept, "gif": gif}
+
+
+def public_json(result: dict) -> dict:
+    """The result without its arrays (``series``, ``gif``): what ``--json`` prints."""
+    return {k: v for k, v in result.items() if k not in ("series", "gif")}

@@ -1,0 +1,188 @@
+"""The live evaluation (``alaya eval world --live``): its scripts, its metrics on sessions with
+known answers (the real game itself, the game blurred), the data's action columns, and a tiny
+world model end to end through the CLI."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from alaya.data.actions import ACTION_COLUMNS, NavigationScale
+from alaya.evaluation.live_reference import game_player, play_in_game, start_scenes
+from alaya.evaluation.live_report import write_live_report
+from alaya.evaluation.live_scripts import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
+                                           data_action_columns, live_scripts, play_script, turn_around_frames)
+from alaya.evaluation.world_live import LiveConfig, Scene, evaluate_live, hf_energy, public_json, windows
+
+from tiny_world import one_thread, tiny_world_folder  # noqa: F401  (one_thread: a fixture)
+
+SIZE, SEED, STYLE = 32, 4, "clear_noon"
+CFG = LiveConfig(frames=24, window=8, seed=1)          # play 24 frames, standing still 8 after a 1-frame walk
+COL = {c: i for i, c in enumerate(ACTION_COLUMNS)}
+
+
+def scene() -> Scene:
+    start = play_in_game(SEED, STYLE, np.zeros((0, 8), np.float32), SIZE)[0]
+    return Scene("ep00004_clear_noon", SEED, STYLE, "a clear sunny noon", start)
+
+
+class GameSession:
+    """The real game as a session: a perfect world model; ``blur`` box-blurs its frames."""
+
+    def __init__(self, scene: Scene, blur: bool = False):
+        self.scene, self.blur = scene, blur
+
+    def reset(self, frame):
+        from alaya.engine.game import GameConfig, GameStream
+        self.game = GameStream(self.scene.seed, GameConfig(size=SIZE))
+        self.game.step()
+        assert np.array_equal(self.game.render_style(self.scene.style), frame)
+
+    def step(self, row):
+        self.game.apply(row)
+        self.game.step()
+        f = self.game.render_style(self.scene.style)
+        if self.blur:
+            x = torch.from_numpy(f).permute(2, 0, 1)[None].float()
+            x = torch.nn.functional.avg_pool2d(torch.nn.functional.pad(x, (1, 1, 1, 1), mode="replicate"), 3, 1)
+            f = x[0].permute(1, 2, 0).round().to(torch.uint8).numpy()
+        return f
+
+
+def test_scripts_are_the_minute_still_and_walk_back_and_deterministic():
+    scripts, skipped = live_scripts()
+    assert skipped == {"actions": [], "scripts": {}}
+    play, still, back = scripts["play"].actions, scripts["still"].actions, scripts["walk_back"].actions
+    assert play.shape == (1800, 8) and np.array_equal(play, live_scripts(seed=0)[0]["play"].actions)
+    assert not np.array_equal(play, play_script(1800, seed=1))
+    for c in ACTION_COLUMNS:                               # every action in the minute
+        assert (play[:, COL[c]] != 0).sum() > (5 if c in ("jump", "attack", "spell", "summon") else 30), c
+    shots = np.flatnonzero(play[:, 4:].sum(1))
+    assert 0.015 < len(shots) / 1800 < 0.04 and np.diff(shots).min() >= 8
+    pitch = START_PITCH_DEGREES + PITCH_DEGREES_PER_FRAME * np.cumsum(play[:, COL["pitch"]])
+    assert LOOK_RANGE_DEGREES[0] - 1 <= pitch.min() and pitch.max() <= LOOK_RANGE_DEGREES[1] + 1
+    assert still.shape == (630, 8) and scripts["still"].marks == {"still_from": 30}
+    assert (still[:30, COL["forward"]] == 1).all() and not still[30:].any()
+    # walk_back: out 90, turn 180 degrees, back 90, turn 180 degrees: facing the start, where it started
+    assert turn_around_frames() == 60
+    assert back.shape == (300, 8) and scripts["walk_back"].marks == {"turning_point": 90, "back": 240}
+    turned = np.cumsum(back[:, COL["turn"]]) * math.degrees(NavigationScale().turn_rate) / 30
+    assert turned[149] == pytest.approx(180) and turned[-1] == pytest.approx(360)
+    heading = np.radians(np.concatenate([[0], turned[:-1]]))
+    walked = (back[:, COL["forward"], None] * np.stack([np.cos(heading), np.sin(heading)], 1)).sum(0)
+    assert np.abs(walked).max() < 1e-3
+    short = live_scripts(frames=24)[0]
+    assert len(short["play"].actions) == 24 and short["still"].marks == {"still_from": 1}
+    assert len(short["still"].actions) == 9 and len(short["walk_back"].actions) == 2 + 120
+    with pytest.raises(ValueError, match="scripts"):
+        live_scripts(["dance"])
+
+
+def test_scripts_leave_out_what_the_data_lacks():
+    cols = ("forward", "strafe", "jump", "attack")
+    scripts, skipped = live_scripts(frames=600, columns=cols)
+    assert skipped["actions"] == ["turn", "pitch", "spell", "summon"]
+    assert skipped["scripts"] == {"walk_back": "the data has no turn column"}
+    play = scripts["play"].actions
+    assert not play[:, [COL["turn"], COL["pitch"], COL["spell"], COL["summon"]]].any()
+    assert play[:, COL["strafe"]].any() and play[:, COL["attack"]].any()
+    _, none = live_scripts(["still"], columns=())
+    assert none == {"actions": ["forward"], "scripts": {}}
+
+
+def test_data_action_columns_are_those_the_episodes_use(tmp_path):
+    from alaya.data.recorder import EpisodeRecorder
+    rec = EpisodeRecorder(tmp_path, {"day": ["a sunny day"]}, fps=30.0, source="gymnasium:Tiny", size=(16, 16))
+    for k, seed in enumerate((1, 2, 3, 5, 6, 7)):           # some land in train, whatever the split
+        with rec.begin(f"ep{seed}", seed=seed) as ep:
+            ep.add(np.zeros((1, 16, 16, 3), np.uint8))
+            row = np.zeros(8, np.float32)
+            row[COL["strafe"] if k % 2 else COL["jump"]] = 1.0
+            ep.add(np.zeros((1, 16, 16, 3), np.uint8), row)
+    assert data_action_columns(tmp_path, split=None) == ["strafe", "jump"]
+
+
+def test_hf_energy_and_windows_on_known_inputs():
+    flat = torch.full((1, 3, 8, 8), 0.5)
+    checker = (torch.arange(8)[:, None] + torch.arange(8)).remainder(2).float().expand(1, 3, 8, 8)
+    assert hf_energy(flat).item() == 0 and hf_energy(checker).item() > 0.1
+    assert hf_energy(checker * 0.5).item() == pytest.approx(hf_energy(checker).item() / 4)
+    assert windows(1800, 300) == [slice(a, a + 300) for a in range(0, 1800, 300)]
+    assert windows(630, 300) == [slice(0, 300), slice(300, 630)]       # 30 left over: joins the last
+    assert windows(500, 300) == [slice(0, 300), slice(300, 500)]
+    assert windows(20, 300) == [slice(0, 20)]
+
+
+@pytest.fixture(scope="module")
+def oracle():
+    s = scene()
+    return s, evaluate_live(lambda sc: GameSession(sc), game_player(SIZE), [s], CFG)
+
+
+def test_the_real_game_as_a_session_scores_perfectly(oracle):
+    _, r = oracle
+    assert r["psnr_mean"] == 100.0 and r["sharpness_min"] == 1.0 and r["colour_drift"] == 0.0
+    assert r["still_psnr_min"] == r["scripts"]["still"]["real_still_psnr_min"]
+    assert r["still_hf_ratio_max"] == 1.0 and r["walk_back_return_psnr"] == 100.0
+    for s in r["scripts"].values():
+        assert s["sharpness_windows"] == [1.0] * len(s["windows"]) and s["psnr_frame1"] == 100.0
+    assert r["scripts"]["play"]["windows"] == [[1, 8], [9, 16], [17, 24]]
+    assert r["fps"] > 0 and r["gif"]["generated"].shape == (24, SIZE, SIZE, 3)
+
+
+def test_blurred_frames_lose_sharpness_and_detail(oracle):
+    s, _ = oracle
+    r = evaluate_live(lambda sc: GameSession(sc, blur=True), game_player(SIZE), [s],
+                      LiveConfig(scripts=("play", "still"), frames=24, window=8))
+    assert r["sharpness_min"] < 0.5 and all(w < 1 for w in r["scripts"]["play"]["sharpness_windows"])
+    assert r["still_hf_ratio_max"] < 1 and r["psnr_mean"] < 40
+    assert r["walk_back_return_psnr"] is None and list(r["scripts"]) == ["play", "still"]
+
+
+@pytest.fixture(scope="module")
+def tiny_weights(tmp_path_factory):
+    folder = tiny_world_folder(tmp_path_factory.mktemp("live") / "model", starts=0)
+    start = scene().start
+    Image.fromarray(start).save(folder / "starts" / f"00_ep{SEED:05d}_{STYLE}.png")
+    return folder
+
+
+def test_start_scenes_read_the_weights_start_frames(tiny_weights):
+    (s,) = start_scenes(tiny_weights, SIZE)
+    assert (s.name, s.seed, s.style, s.start_psnr) == (f"ep{SEED:05d}_{STYLE}", SEED, STYLE, 100.0)
+    (big,) = start_scenes(tiny_weights, 48)                 # another size: the game's own start
+    assert big.start.shape == (48, 48, 3) and big.start_psnr is None
+
+
+def test_cli_live_end_to_end_with_a_tiny_world_model(tiny_weights, tmp_path, capsys):
+    from alaya.cli import main
+    report = tmp_path / "report"
+    assert main(["eval", "world", "--live", "--weights", str(tiny_weights), "--backend", "torch",
+                 "--frames", "24", "--window", "8", "--seed", "1", "--json", "--report", str(report)]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for key in ("sharpness_min", "colour_drift", "still_psnr_min", "still_psnr_mean", "still_hf_ratio_max",
+                "walk_back_return_psnr", "psnr_mean", "fps", "skipped_actions", "skipped_scripts", "scenes"):
+        assert out[key] is not None, key
+    assert out["config"]["size"] == SIZE and out["scenes"][0]["start_psnr"] == 100.0
+    for name in ("play", "still", "walk_back"):
+        s = out["scripts"][name]
+        for key in ("sharpness_windows", "sharpness_min", "psnr_mean", "psnr_windows", "psnr_frame1", "fps",
+                    "actions", "per_scene"):
+            assert key in s, (name, key)
+    assert out["scripts"]["still"]["still_frames"] == 8 and "return_psnr" in out["scripts"]["walk_back"]
+    assert json.loads((report / "live.json").read_text())["scripts"] == out["scripts"]
+    assert 0 < (report / "live_minute.gif").stat().st_size < 5_000_000
+    assert Image.open(report / "live_sharpness.png").size[0] > 0
+    import imageio.v3 as iio
+    gif = iio.imread(report / "live_minute.gif", index=None)
+    assert gif.shape[2] >= 2 * 2 * SIZE                      # generated beside real, at least 2x
+
+
+def test_report_without_a_minute_writes_json_and_plot(oracle, tmp_path):
+    _, r = oracle
+    paths = write_live_report({**r, "gif": {}}, tmp_path)
+    assert set(paths) == {"json", "plot"} and not (tmp_path / "live_minute.gif").exists()
+    assert json.loads(paths["json"].read_text()) == json.loads(json.dumps(public_json(r)))
