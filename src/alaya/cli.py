@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from alaya.paths import default_weights
+
 
 def _datagen(a: argparse.Namespace) -> int:
     from alaya.engine.datagen import DatagenConfig, generate_dataset
@@ -63,10 +65,10 @@ def _load_gbuffer_clips(a: argparse.Namespace) -> list[tuple[str, dict]]:
 def _renderer(model: str, weights: str | None, autoencoder: str, sampler, backend: str = "onnx"):
     if model == "teacher":
         from alaya.renderers import TeacherRenderer
-        return TeacherRenderer.from_pretrained(weights or "weights/teacher", autoencoder, sampler=sampler)
+        return TeacherRenderer.from_pretrained(weights or default_weights("teacher"), autoencoder, sampler=sampler)
     if model == "student":
         from alaya.renderers import StudentRenderer
-        return StudentRenderer.from_pretrained(weights or "weights/student", backend=backend)
+        return StudentRenderer.from_pretrained(weights or default_weights("student"), backend=backend)
     raise ValueError(f"unknown model '{model}' (available: teacher, student)")
 
 
@@ -258,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--backend", default="onnx", choices=["onnx", "onnx-int8", "torch"],
                        help="student: run its networks in onnxruntime (onnx-int8: its steps quantized) or torch")
         q.add_argument("--weights", help="save_pretrained folder (default weights/<model>)")
-        q.add_argument("--autoencoder", default="weights/autoencoder")
+        q.add_argument("--autoencoder", default=default_weights("autoencoder"))
         q.add_argument("--steps", type=int, default=50,
                        help="teacher: sampling steps (the student uses the steps it was distilled for)")
         q.add_argument("--guidance", type=float, default=2.0, help="classifier-free guidance weight")
@@ -291,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--frames", type=int, default=16, help="first N frames of each clip")
     er.add_argument("--styles", nargs="+", default=None)
     er.add_argument("--no-paraphrases", action="store_true", help="skip the held-out paraphrase pass")
-    er.add_argument("--classifier", default="weights/style_classifier")
+    er.add_argument("--classifier", default=default_weights("style_classifier"))
     er.add_argument("--report", help="folder for report.md, results.json and figures")
     er.add_argument("--json", action="store_true", help="print one JSON object")
     sampler_args(er)
@@ -300,22 +302,22 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_world_command(esub)
 
     ex = sub.add_parser("export-onnx", help="the student's per-frame networks as ONNX graphs (onnxruntime)")
-    ex.add_argument("--weights", default="weights/student")
-    ex.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
-    ex.add_argument("--decoder", default="weights/tiny_decoder")
+    ex.add_argument("--weights", default=default_weights("student"))
+    ex.add_argument("--gbuffer-encoder", default=default_weights("tiny_gbuffer_encoder"))
+    ex.add_argument("--decoder", default=default_weights("tiny_decoder"))
     ex.add_argument("--size", type=int, default=128, help="frame size (square, a multiple of 16)")
     ex.add_argument("--out", required=True,
                     help="folder for stream.onnx, frame.onnx, step.onnx, modulation.onnx, sample.onnx, decode.onnx")
     ex.set_defaults(func=_export_onnx)
 
     ci = sub.add_parser("calibrate-int8", help="activation ranges for the student's int8 steps (--backend onnx-int8)")
-    ci.add_argument("--weights", default="weights/student")
+    ci.add_argument("--weights", default=default_weights("student"))
     ci.add_argument("--data", required=True, help="dataset folder whose clips are streamed")
     ci.add_argument("--split", default="train")
     ci.add_argument("--clips", type=int, default=4)
     ci.add_argument("--frames", type=int, default=8)
-    ci.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
-    ci.add_argument("--decoder", default="weights/tiny_decoder")
+    ci.add_argument("--gbuffer-encoder", default=default_weights("tiny_gbuffer_encoder"))
+    ci.add_argument("--decoder", default=default_weights("tiny_decoder"))
     ci.add_argument("--method", default="percentile", choices=["percentile", "minmax"],
                     help="percentile: each activation's range without its rarest outliers")
     ci.add_argument("--percentile", type=float, default=99.99, help="with --method percentile")
@@ -324,9 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="render sessions for other programs (gRPC for game engines)")
     sv.add_argument("--grpc", type=int, metavar="PORT", help="serve alaya.v1.Renderer over gRPC (docs/serve.md)")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
-    sv.add_argument("--weights", default="weights/student")
-    sv.add_argument("--gbuffer-encoder", default="weights/tiny_gbuffer_encoder")
-    sv.add_argument("--decoder", default="weights/tiny_decoder")
+    sv.add_argument("--weights", default=default_weights("student"))
+    sv.add_argument("--gbuffer-encoder", default=default_weights("tiny_gbuffer_encoder"))
+    sv.add_argument("--decoder", default=default_weights("tiny_decoder"))
     sv.add_argument("--backend", default="onnx-int8", choices=["onnx-int8", "onnx", "torch"],
                     help="onnx-int8: the student's steps quantized (ranges beside its weights)")
     sv.add_argument("--size", type=int, default=128, help="the frame size served (square, a multiple of 16)")

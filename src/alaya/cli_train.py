@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from alaya.paths import default_weights
+
 
 def _train(a: argparse.Namespace) -> int:
     from alaya.train.loop import TrainConfig
@@ -79,7 +81,7 @@ def add_train_command(sub) -> None:
     tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
     tr.add_argument("--out", help="save_pretrained folder for the result")
     tr.add_argument("--out-decoder", help="tiny-codecs: folder for the tiny decoder")
-    tr.add_argument("--autoencoder", default="weights/autoencoder", help="the full codec (tiny-codecs, teacher)")
+    tr.add_argument("--autoencoder", default=default_weights("autoencoder"), help="the full codec (tiny-codecs, teacher)")
     tr.add_argument("--steps", type=int, default=2000)
     tr.add_argument("--batch-size", type=int, default=32)
     tr.add_argument("--lr", type=float, default=1e-3)
@@ -107,7 +109,7 @@ def add_train_command(sub) -> None:
                     "model.safetensors to start from (its output layer is reset unless --keep-output)")
     tr.add_argument("--keep-output", action="store_true",
                     help="teacher: keep --init's output layer (continue a released teacher)")
-    tr.add_argument("--teacher", default="weights/teacher", help="student: the teacher")
+    tr.add_argument("--teacher", default=default_weights("teacher"), help="student: the teacher")
     tr.add_argument("--guidance", type=float, default=2.0, help="student: guidance weight folded in")
     tr.add_argument("--sample-steps", type=int, default=8, help="student 'steps': the previous stage's steps")
     tr.add_argument("--rollout", type=int, default=2,
@@ -127,7 +129,7 @@ def add_train_command(sub) -> None:
     tr.add_argument("--self-context", type=float, default=0.0,
                     help="student 'ar', 'guidance': share of steps whose context the student rolls out itself "
                          "(--rollout frames)")
-    tr.add_argument("--student", default="weights/student",
+    tr.add_argument("--student", default=default_weights("student"),
                     help="guided-decoder: the student whose output latents it decodes")
     tr.add_argument("--gradient-weight", type=float, default=1.0,
                     help="guided-decoder: weight of the image-gradient L1 beside the pixel L1")

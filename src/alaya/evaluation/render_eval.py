@@ -31,6 +31,7 @@ from alaya.data.contract import GBUFFER_KEYS, renderer_input
 from alaya.data.dataset import ClipDataset
 from alaya.evaluation import metrics as M
 from alaya.evaluation.style_classifier import StyleClassifier
+from alaya.paths import default_weights
 
 RenderFn = Callable[[dict, str, str, int], np.ndarray]
 
@@ -43,7 +44,7 @@ class RenderEvalConfig:
     frames: int = 16
     styles: tuple[str, ...] | None = None
     paraphrases: bool = True
-    classifier: str = "weights/style_classifier"
+    classifier: str = default_weights("style_classifier")
     seed: int = 0
 
 

@@ -20,6 +20,7 @@ from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.data.contract import renderer_input
 from alaya.data.dataset import ClipDataset
 from alaya.models.student import Student
+from alaya.paths import default_weights
 from alaya.renderers.student import StudentRenderer
 from alaya.runtime.backends import OnnxBackend
 from alaya.runtime.int8 import measure_ranges, save_ranges
@@ -47,8 +48,8 @@ class _RecordingBackend:
 
 def calibrate(weights: str | os.PathLike, data: str | os.PathLike, phrasings: Sequence[Sequence[str]],
               split: str = "train", clips: int = 4, frames: int = 8,
-              gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
-              decoder: str | os.PathLike = "weights/tiny_decoder", progress: bool = True,
+              gbuffer_encoder: str | os.PathLike = default_weights("tiny_gbuffer_encoder"),
+              decoder: str | os.PathLike = default_weights("tiny_decoder"), progress: bool = True,
               method: str = "percentile", percentile: float = 99.99) -> Path:
     """Stream ``clips`` clips of ``split`` (``frames`` frames each) once per style, prompted with
     that style's ``phrasings`` in turn (one list per style: the training phrasings), through the

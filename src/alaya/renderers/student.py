@@ -27,6 +27,7 @@ from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.gbuffer import check_gbuffer
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
+from alaya.paths import default_weights
 from alaya.runtime.backends import FullCodecBackend
 from alaya.runtime.int8 import with_ranges
 from alaya.runtime.session import FRAME_KEYS, RenderSession
@@ -58,10 +59,10 @@ class StudentRenderer:
                                      noise=noise, backend=backend, int8_ranges=int8_ranges, threads=threads)
 
     @classmethod
-    def from_pretrained(cls, folder: str | os.PathLike = "weights/student", codecs: str = "tiny",
-                        autoencoder: str | os.PathLike = "weights/autoencoder",
-                        gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
-                        decoder: str | os.PathLike = "weights/tiny_decoder", **kwargs) -> "StudentRenderer":
+    def from_pretrained(cls, folder: str | os.PathLike = default_weights("student"), codecs: str = "tiny",
+                        autoencoder: str | os.PathLike = default_weights("autoencoder"),
+                        gbuffer_encoder: str | os.PathLike = default_weights("tiny_gbuffer_encoder"),
+                        decoder: str | os.PathLike = default_weights("tiny_decoder"), **kwargs) -> "StudentRenderer":
         student = Student.from_pretrained(folder)
         kwargs = with_ranges(kwargs, folder)                 # onnx-int8: the ranges beside the weights
         if codecs == "full":

@@ -23,6 +23,7 @@ from alaya.codecs.gbuffer import (VIEW_INPUT_CHANNELS, check_gbuffer, gbuffer_in
                                   teacher_gbuffer_latents)
 from alaya.diffusion.flow import sample_euler, sample_heun, time_grid
 from alaya.models.teacher import Teacher
+from alaya.paths import default_weights
 from alaya.text import PromptEncoder
 
 SAMPLERS = {"euler": sample_euler, "heun": sample_heun}
@@ -69,8 +70,8 @@ class TeacherRenderer:
         self.sampler = sampler or SamplerConfig()
 
     @classmethod
-    def from_pretrained(cls, folder: str | os.PathLike = "weights/teacher",
-                        autoencoder: str | os.PathLike = "weights/autoencoder", **kwargs) -> "TeacherRenderer":
+    def from_pretrained(cls, folder: str | os.PathLike = default_weights("teacher"),
+                        autoencoder: str | os.PathLike = default_weights("autoencoder"), **kwargs) -> "TeacherRenderer":
         return cls(Teacher.from_pretrained(folder), Autoencoder.from_pretrained(autoencoder), **kwargs)
 
     @torch.no_grad()

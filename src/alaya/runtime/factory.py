@@ -11,6 +11,7 @@ import os
 
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
+from alaya.paths import default_weights
 from alaya.runtime.backends import RENDER_BACKENDS, OnnxBackend, TorchBackend
 from alaya.runtime.int8 import with_ranges
 from alaya.runtime.session import RenderSession
@@ -46,9 +47,9 @@ class SessionFactory:
             self.solo_backend = None
 
     @classmethod
-    def from_pretrained(cls, weights: str | os.PathLike = "weights/student",
-                        gbuffer_encoder: str | os.PathLike = "weights/tiny_gbuffer_encoder",
-                        decoder: str | os.PathLike = "weights/tiny_decoder", **kwargs) -> "SessionFactory":
+    def from_pretrained(cls, weights: str | os.PathLike = default_weights("student"),
+                        gbuffer_encoder: str | os.PathLike = default_weights("tiny_gbuffer_encoder"),
+                        decoder: str | os.PathLike = default_weights("tiny_decoder"), **kwargs) -> "SessionFactory":
         kwargs = with_ranges(kwargs, weights)                # onnx-int8: the ranges beside the weights
         return cls(Student.from_pretrained(weights), TinyGBufferEncoder.from_pretrained(gbuffer_encoder),
                    TinyDecoder.from_pretrained(decoder), **kwargs)

@@ -27,6 +27,7 @@ from alaya.diffusion.flow import time_grid
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose
 from alaya.models.world import WorldModel
+from alaya.paths import default_weights
 from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend, integrate
 from alaya.text import PromptEncoder
 
@@ -184,8 +185,8 @@ class WorldSessionFactory:
                         if backend == "onnx" else TorchBackend(model.core, None, decoder, size=size))
 
     @classmethod
-    def from_pretrained(cls, weights="weights/world_model", autoencoder="weights/autoencoder",
-                        decoder="weights/tiny_decoder", **kwargs) -> "WorldSessionFactory":
+    def from_pretrained(cls, weights=default_weights("world_model"), autoencoder=default_weights("autoencoder"),
+                        decoder=default_weights("tiny_decoder"), **kwargs) -> "WorldSessionFactory":
         model = WorldModel.from_pretrained(weights)
         if model.config.codec == "patch4":
             return cls(model, **kwargs)

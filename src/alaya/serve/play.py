@@ -13,14 +13,16 @@ import os
 from concurrent.futures import Future
 from dataclasses import dataclass
 
+from alaya.paths import default_weights
+
 
 @dataclass
 class PlayConfig:
     host: str = "127.0.0.1"
     port: int = 8000
-    weights: str = "weights/student"
-    gbuffer_encoder: str = "weights/tiny_gbuffer_encoder"
-    decoder: str = "weights/tiny_decoder"
+    weights: str = default_weights("student")
+    gbuffer_encoder: str = default_weights("tiny_gbuffer_encoder")
+    decoder: str = default_weights("tiny_decoder")
     backend: str | None = None                              # None: onnx-int8, or onnx with world
     size: int | None = None                                 # None: 128, or 64 with world
     fps: float = 30.0
@@ -31,7 +33,7 @@ class PlayConfig:
     prompt: str | None = None                               # None: the mode's default below
     threads: int | None = None
     world: bool = False                                     # the world model instead of the engine
-    world_weights: str = "weights/world_model"
+    world_weights: str = default_weights("world_model")
 
     def __post_init__(self):
         if self.size is None:

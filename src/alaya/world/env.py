@@ -26,6 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ActionError, check_actions
+from alaya.paths import default_weights
 from alaya.runtime.world_session import WorldSessionFactory, load_start_frames
 
 ENV_ID = "alaya/WorldModel-v0"
@@ -69,10 +70,10 @@ def soft_action(action) -> np.ndarray:
 class WorldModelEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
 
-    def __init__(self, weights: str = "weights/world_model", prompt: str = "a golden sunset", size: int = 64,
+    def __init__(self, weights: str = default_weights("world_model"), prompt: str = "a golden sunset", size: int = 64,
                  max_steps: int = 1000, backend: str = "onnx", render_mode: str | None = None,
-                 reward_fn: RewardFn | None = None, autoencoder: str = "weights/autoencoder",
-                 decoder: str = "weights/tiny_decoder", encoder=None, threads: int | None = None):
+                 reward_fn: RewardFn | None = None, autoencoder: str = default_weights("autoencoder"),
+                 decoder: str = default_weights("tiny_decoder"), encoder=None, threads: int | None = None):
         """``weights``: a world model's ``save_pretrained`` folder with ``starts/*.png`` beside
         it; ``encoder``: a ``PromptEncoder`` (default: :func:`shared_encoder`)."""
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
