@@ -91,8 +91,9 @@ def _render(a: argparse.Namespace) -> int:
     clips = _load_gbuffer_clips(a)                 # refused before any weights load
     renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a), a.backend)
     from alaya.data.contract import renderer_input
+    progress = {"progress": True} if a.model == "teacher" else {}      # minutes on a CPU: a bar on stderr
     frames = np.concatenate([renderer.render(renderer_input(clip, 0, a.frames),
-                                             a.prompt, seed=a.seed) for _, clip in clips])
+                                             a.prompt, seed=a.seed, **progress) for _, clip in clips])
     for path in write_frames(a.out, frames, fps=a.fps)[:3]:
         print(f"wrote {path}")
     return 0

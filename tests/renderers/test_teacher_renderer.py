@@ -151,3 +151,15 @@ def test_render_cli_from_a_gbuffer_folder(tiny_weights, tmp_path):
                "--weights", str(tiny_weights / "teacher"), "--autoencoder", str(tiny_weights / "ae"),
                "--steps", "2"])
     assert rc == 0 and len(list(out.glob("frame_*.png"))) == 3
+
+
+def test_alaya_render_shows_the_teachers_progress(tiny_weights, tiny_dataset, tmp_path, capsys):
+    """``make showcase`` renders a clip with the teacher for minutes: a bar of its steps on stderr."""
+    clip_path = sorted((tiny_dataset / "clips").glob("*.npz"))[0]
+    out = tmp_path / "t.gif"
+    assert main(["render", "--clip", str(clip_path), "--weights", str(tiny_weights / "teacher"), "--autoencoder",
+                 str(tiny_weights / "ae"), "--steps", "3", "--window", "2", "--prompt", "toon", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    T = ClipDataset(tiny_dataset).load(clip_path.stem)["depth"].shape[0]
+    windows = -(-T // 2)
+    assert "teacher" in err and f"{3 * windows}/{3 * windows}" in err and out.exists()

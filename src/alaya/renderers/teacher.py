@@ -17,6 +17,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.gbuffer import (VIEW_INPUT_CHANNELS, check_gbuffer, gbuffer_input, model_view_input,
@@ -91,9 +92,10 @@ class TeacherRenderer:
 
     @torch.no_grad()
     def sample_latents(self, g: torch.Tensor, text: torch.Tensor, seed: int = 0,
-                       view: torch.Tensor | None = None) -> torch.Tensor:
+                       view: torch.Tensor | None = None, progress: bool = False) -> torch.Tensor:
         """RGB latents (T, C, h, w) for G-buffer latents ``g`` (T, G, h, w), a prompt embedding (D,)
-        and, for a view teacher, the view input (T, V, H, W) (None: camera unknown)."""
+        and, for a view teacher, the view input (T, V, H, W) (None: camera unknown). ``progress``:
+        a tqdm bar of the sampler's steps on stderr (a clip takes minutes on a CPU)."""
         s = self.sampler
         T, _, h, w = g.shape
         C = self.teacher.config.latent_channels
@@ -102,6 +104,7 @@ class TeacherRenderer:
         text = text.reshape(1, -1)
         ts = time_grid(s.steps, s.shift)
         out = []
+        bar = tqdm(total=-(-T // s.window) * s.steps, desc="teacher", unit="step", disable=not progress)
         for a in range(0, T, s.window):
             gw = g[None, a:a + s.window]
             zw = noise[:, a:a + s.window]
@@ -109,8 +112,9 @@ class TeacherRenderer:
             vf = None if view is None else self.teacher.view_features(view[None, a:a + s.window], zw.shape)
             cond = {"gbuffer": gw, "text": text, "view_features": vf,
                     "uncond": {"gbuffer": gw, "text": torch.zeros_like(text), "view_features": vf}}
-            z = SAMPLERS[s.sampler](self._call, zw, ts, cond, s.guidance)
+            z = SAMPLERS[s.sampler](self._call, zw, ts, cond, s.guidance, callback=lambda i, z: bar.update())
             out.append(z[0])
+        bar.close()
         return torch.cat(out)
 
     def _call(self, z: torch.Tensor, t: torch.Tensor, **cond) -> torch.Tensor:
@@ -124,7 +128,7 @@ class TeacherRenderer:
         rgb = torch.cat([self.autoencoder.decode(z[i:i + 32]) for i in range(0, len(z), 32)])
         return (rgb.clamp(0, 1).permute(0, 2, 3, 1) * 255).round().to(torch.uint8).numpy()
 
-    def render(self, gbuffer: dict[str, np.ndarray], prompt: str, seed: int = 0) -> np.ndarray:
-        """uint8 (T, H, W, 3) frames for a G-buffer clip and a free-text prompt."""
+    def render(self, gbuffer: dict[str, np.ndarray], prompt: str, seed: int = 0, progress: bool = False) -> np.ndarray:
+        """uint8 (T, H, W, 3) frames for a G-buffer clip and a free-text prompt (``progress``: a bar)."""
         text = self.encoder.encode(prompt)[0]
-        return self.decode(self.sample_latents(self.gbuffer_latents(gbuffer), text, seed, self.view(gbuffer)))
+        return self.decode(self.sample_latents(self.gbuffer_latents(gbuffer), text, seed, self.view(gbuffer), progress))
