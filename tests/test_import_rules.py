@@ -36,7 +36,8 @@ LAYERS = (
 RULES = [
     ("alaya.data", ("alaya.engine",)),
     ("alaya.engine, alaya.data, alaya.text", ("alaya.models", "alaya.codecs", "alaya.train")),
-    ("alaya.models.teacher, alaya.models.student, alaya.models.world, alaya.models.view_warp",
+    ("alaya.models.teacher, alaya.models.student, alaya.models.world, alaya.models.view_warp, "
+     "alaya.models.scene_memory",
      ("alaya.train", "alaya.runtime", "alaya.serve", "alaya.engine")),
     ("alaya.codecs.autoencoder, alaya.codecs.tiny, alaya.codecs.gbuffer, alaya.codecs.patch",
      ("alaya.train", "alaya.engine")),

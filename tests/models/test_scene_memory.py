@@ -1,0 +1,254 @@
+"""The scene memory against the engine: what it stores, it shows again from where it was seen, hides
+what is behind, forgets in order, and never grows past its capacity."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.engine.game import GameConfig, GameStream
+from alaya.engine.styles import get_style
+from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
+
+SIZE = 64
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def game():
+    g = GameStream(5, GameConfig(size=SIZE, warmup_frames=30))
+    g.step()
+    yield g
+    g.close()
+
+
+def shot(game, view: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
+    """The engine's frame from ``view`` with the world held still: rgb (3, H, W) in [0, 1], depth."""
+    depth = game.raster.render(game.world.geom_matrices(), view.astype(np.float32))["depth"]
+    rgb = game.reference.render(get_style("clear_noon"), view.astype(np.float32))
+    return torch.from_numpy(rgb).permute(2, 0, 1).float() / 255, depth
+
+
+def moved(view: np.ndarray, right: float = 0.0, turn_degrees: float = 0.0) -> np.ndarray:
+    """``view`` with the camera moved ``right`` metres along its x axis, then turned left about its y axis."""
+    shift = np.eye(4)
+    shift[0, 3] = -right
+    a = math.radians(turn_degrees)
+    turn = np.eye(4)
+    turn[[0, 0, 2, 2], [0, 2, 0, 2]] = [math.cos(a), -math.sin(a), math.sin(a), math.cos(a)]
+    return turn @ shift @ view.astype(np.float64)
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
+    m = mask.bool().expand_as(a)
+    mse = float(((a - b)[m] ** 2).mean())
+    return 100.0 if mse == 0 else 10 * math.log10(1 / mse)
+
+
+def seen_from(depth: np.ndarray, view: np.ndarray, depth_then: np.ndarray, view_then: np.ndarray,
+              K: np.ndarray) -> torch.Tensor:
+    """(1, H, W): the pixels of (depth, view) whose surface the camera (depth_then, view_then) saw
+    too: they re-project into its frame within 3% of the depth it measured there."""
+    H, W = depth.shape
+    v, u = np.mgrid[0:H, 0:W] + 0.5
+    d = depth.astype(np.float64)
+    cam = np.stack([(u - K[0, 2]) / K[0, 0] * d, -(v - K[1, 2]) / K[1, 1] * d, -d, np.ones_like(d)], -1)
+    then = cam @ np.linalg.inv(view).T @ np.asarray(view_then, np.float64).T
+    z = np.maximum(-then[..., 2], 1e-6)
+    x, y = K[0, 0] * then[..., 0] / z + K[0, 2], -K[1, 1] * then[..., 1] / z + K[1, 2]
+    ok = (d > 0) & (-then[..., 2] > 0) & (x >= 0) & (x < W) & (y >= 0) & (y < H)
+    i, j = np.clip(y, 0, H - 1).astype(int), np.clip(x, 0, W - 1).astype(int)
+    return torch.from_numpy(ok & (np.abs(depth_then[i, j] - z) <= 0.03 * z))[None]
+
+
+def test_standing_still_reproduces_the_frame(game):
+    view, K = game.world_to_camera, game.K
+    rgb, depth = shot(game, view)
+    memory = SceneMemory()
+    added = memory.insert(rgb, depth, K, view, time=0)
+    assert added == int((depth > memory.config.near).sum()) == len(memory)
+    out = memory.render(K, view, SIZE, SIZE)
+    solid = torch.tensor(depth) > memory.config.near
+    assert out.rgb.shape == (3, SIZE, SIZE) and out.coverage.shape == out.depth.shape == (1, SIZE, SIZE)
+    assert out.coverage[0][solid].mean() == 1.0 and out.coverage[0][~solid].sum() == 0   # sky is not stored
+    assert psnr(out.rgb, rgb, out.coverage) >= 35.0
+    torch.testing.assert_close(out.depth[0][solid], torch.tensor(depth)[solid], rtol=1e-4, atol=1e-4)
+    assert memory.insert(rgb, depth, K, view, time=1) == 0          # seen again: nothing new
+    assert len(memory) == added and (memory.time == 1).all()       # ... but refreshed
+
+
+def test_moving_sideways_and_back_returns_the_original(game):
+    view, K = game.world_to_camera, game.K
+    rgb, depth = shot(game, view)
+    memory = SceneMemory()
+    memory.insert(rgb, depth, K, view, time=0)
+    side = moved(view, right=0.5)
+    side_rgb, side_depth = shot(game, side)
+    out = memory.render(K, side, SIZE, SIZE)
+    seen = seen_from(side_depth, side, depth, view, K)             # what the memory can know
+    assert seen.sum() > 0.5 * (side_depth > 0).sum()
+    assert out.coverage[seen].min() == 1                           # no pinholes
+    # parallax right: as close as a backward warp with the true depth (29.5 dB; edges and the
+    # renderer's screen-space noise differ)
+    assert psnr(out.rgb, side_rgb, seen) >= 23.0
+    assert psnr(out.rgb, side_rgb, out.coverage) >= 20.0
+    back = memory.render(K, view, SIZE, SIZE)                      # back: the frame it saw
+    assert psnr(back.rgb, rgb, back.coverage) > 60.0
+    memory.insert(side_rgb, side_depth, K, side, time=1)           # the side view remembered too:
+    back = memory.render(K, view, SIZE, SIZE)                      # a few silhouette pixels differ
+    assert psnr(back.rgb, rgb, back.coverage) >= 30.0
+    assert back.coverage[0][torch.tensor(depth) > memory.config.near].mean() > 0.999
+
+
+def test_turned_around_sees_nothing_until_it_turns_back(game):
+    view, K = game.world_to_camera, game.K
+    rgb, depth = shot(game, view)
+    memory = SceneMemory()
+    memory.insert(rgb, depth, K, view, time=0)
+    for angle in (150, 180, 210):
+        assert memory.render(K, moved(view, turn_degrees=angle), SIZE, SIZE).coverage.sum() == 0
+    back = memory.render(K, moved(moved(view, turn_degrees=180), turn_degrees=180), SIZE, SIZE)
+    assert psnr(back.rgb, rgb, back.coverage) >= 35.0
+    assert back.coverage[0][torch.tensor(depth) > memory.config.near].mean() == 1.0
+
+
+def test_a_half_turn_shows_the_side_still_in_view(game):
+    view, K = game.world_to_camera, game.K
+    memory = SceneMemory()
+    memory.insert(*shot(game, view), K, view, time=0)
+    half = memory.render(K, moved(view, turn_degrees=30), SIZE, SIZE).coverage[0]
+    assert half[:, : SIZE // 4].sum() == 0 and half[:, -SIZE // 4:].mean() > 0.3   # turned left
+
+
+# -- synthetic scenes --------------------------------------------------------------------------
+
+K8 = torch.tensor([[8.0, 0.0, 4.0], [0.0, 8.0, 4.0], [0.0, 0.0, 1.0]])
+
+
+def colour(r: int, g: int, b: int, n: int = 8) -> torch.Tensor:
+    return torch.tensor([r, g, b], dtype=torch.uint8).expand(n, n, 3).clone()
+
+
+def at(x: float = 0.0, y: float = 0.0) -> torch.Tensor:
+    """A camera at (x, y, 0) looking down world -z (the identity view, moved)."""
+    m = torch.eye(4, dtype=torch.float64)
+    m[0, 3], m[1, 3] = -x, -y
+    return m
+
+
+def test_a_near_point_hides_a_far_one():
+    memory = SceneMemory()
+    memory.insert(colour(255, 0, 0), torch.full((8, 8), 5.0), K8, at(), time=0)    # a far red wall
+    depth, rgb = torch.full((8, 8), 5.0), colour(255, 0, 0)
+    depth[2:6, 2:6], rgb[2:6, 2:6] = 2.0, torch.tensor([0, 255, 0], dtype=torch.uint8)
+    memory.insert(rgb, depth, K8, at(), time=1)                                     # a green patch before it
+    assert len(memory) == 64 + 16
+    out = memory.render(K8, at(), 8, 8)
+    assert (out.rgb[1, 2:6, 2:6] == 1).all() and (out.rgb[0, 2:6, 2:6] == 0).all()
+    assert (out.depth[0, 2:6, 2:6] == 2.0).all() and (out.depth[0, 0] == 5.0).all()
+    assert out.coverage.mean() == 1.0
+    # from the side the patch moves more than the wall, and still hides what is behind it
+    side = memory.render(K8, at(x=0.5), 8, 8)
+    green, seen = side.rgb[1] > 0.5, side.coverage[0] > 0
+    assert green.sum() == 16 and not green[:, 6:].any() and green[:, 0].any()
+    assert (side.depth[0][green] == 2.0).all() and torch.allclose(side.depth[0][seen & ~green], torch.tensor(5.0))
+
+
+def test_what_is_seen_behind_a_remembered_body_removes_it():
+    memory = SceneMemory()
+    near = torch.full((8, 8), 2.0)
+    memory.insert(colour(0, 255, 0), near, K8, at(), time=0)
+    memory.insert(colour(255, 0, 0), torch.full((8, 8), 5.0), K8, at(), time=1)   # it moved away
+    out = memory.render(K8, at(), 8, 8)
+    assert (out.depth[0] == 5.0).all() and (out.rgb[0] == 1).all()
+    assert len(memory) == 64
+
+
+def test_points_behind_the_camera_are_not_drawn():
+    memory = SceneMemory()
+    memory.insert(colour(9, 9, 9), torch.full((8, 8), 1.0), K8, at(), time=0)
+    behind = torch.eye(4, dtype=torch.float64)
+    behind[2, 3] = 3.0                                    # the camera 3 m past the points, facing on
+    assert memory.render(K8, behind, 8, 8).coverage.sum() == 0
+    assert memory.render(K8, at(), 16, 16).coverage.sum() > 0   # any size renders
+
+
+def test_capacity_is_never_exceeded():
+    memory = SceneMemory(SceneMemoryConfig(max_points=100))
+    rng = np.random.default_rng(0)
+    for t in range(12):
+        depth = rng.uniform(1.0, 10.0, (8, 8))
+        rgb = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)
+        memory.insert(rgb, depth, K8, at(x=0.3 * t), time=t)
+        assert len(memory) <= 100
+        assert memory.nbytes == 23 * len(memory)
+    assert len(memory) == 100
+
+
+def test_eviction_drops_the_oldest_and_the_farthest_first():
+    c = SceneMemoryConfig(max_points=128, max_distance=100.0, max_age=150.0)
+    memory = SceneMemory(c)
+    for t, x in ((0, 0.0), (50, 10.0), (100, 5.0)):      # three walls side by side, 64 points each
+        memory.insert(colour(0, 0, 0), torch.full((8, 8), 3.0), K8, at(x=x), time=t)
+    assert len(memory) == 128                            # the first two equally far from x = 5:
+    assert memory.time.unique().tolist() == [50.0, 100.0]   # the oldest went first
+    memory = SceneMemory(c)
+    for x in (0.0, 30.0, 10.0):                          # same time: the farthest from (10, 0, 0) goes
+        memory.insert(colour(0, 0, 0), torch.full((8, 8), 3.0), K8, at(x=x), time=0)
+    assert memory.xyz[0].min() > -5 and memory.xyz[0].max() < 20
+    # beyond max_age or max_distance, points go whatever the room
+    memory = SceneMemory(SceneMemoryConfig(max_age=5.0, max_distance=50.0))
+    memory.insert(colour(0, 0, 0), torch.full((8, 8), 3.0), K8, at(), time=0)
+    memory.insert(colour(0, 0, 0), torch.full((8, 8), 3.0), K8, at(x=10.0), time=6)
+    assert memory.time.unique().tolist() == [6.0]
+    memory.insert(colour(0, 0, 0), torch.full((8, 8), 3.0), K8, at(x=100.0), time=7)
+    assert memory.time.unique().tolist() == [7.0]
+    assert memory.evict(at(x=200.0), time=8) == 64 and len(memory) == 0
+
+
+def test_stride_subsamples_and_grows_the_points():
+    memory = SceneMemory(SceneMemoryConfig(stride=2))
+    assert memory.insert(colour(50, 60, 70), torch.full((8, 8), 4.0), K8, at(), time=0) == 16
+    out = memory.render(K8, at(), 8, 8)
+    assert out.coverage.mean() == 1.0
+
+
+BAD = [
+    ("rgb", dict(rgb=torch.zeros(8, 7, 3)), "rgb: expected"),
+    ("rgb int", dict(rgb=torch.zeros(8, 8, 3, dtype=torch.int32)), "rgb: expected uint8"),
+    ("rgb NaN", dict(rgb=torch.full((8, 8, 3), float("nan"))), "rgb: NaN"),
+    ("depth shape", dict(depth=torch.ones(8)), r"depth: expected shape \(H, W\)"),
+    ("depth NaN", dict(depth=torch.full((8, 8), float("nan"))), "depth: NaN"),
+    ("depth negative", dict(depth=-torch.ones(8, 8)), "depth: negative"),
+    ("K shape", dict(K=torch.eye(4)), r"K: expected shape \(3, 3\)"),
+    ("K zero focal", dict(K=torch.tensor([[0.0, 0, 4], [0, 8, 4], [0, 0, 1]])), "K: focal"),
+    ("K negative focal", dict(K=torch.tensor([[8.0, 0, 4], [0, -8, 4], [0, 0, 1]])), "K: focal"),
+    ("K NaN", dict(K=torch.full((3, 3), float("nan"))), "K: NaN"),
+    ("view", dict(world_to_camera=2 * torch.eye(4)), "world_to_camera: not a rigid"),
+    ("view NaN", dict(world_to_camera=torch.full((4, 4), float("nan"))), "world_to_camera: NaN"),
+    ("time", dict(time=float("nan")), "time: must be finite"),
+]
+
+
+@pytest.mark.parametrize("name,change,match", BAD, ids=[b[0] for b in BAD])
+def test_bad_inputs_name_the_argument(name, change, match):
+    args = dict(rgb=colour(1, 2, 3), depth=torch.ones(8, 8), K=K8, world_to_camera=at(), time=0.0) | change
+    memory = SceneMemory()
+    with pytest.raises(ValueError, match=match):
+        memory.insert(**args)
+    assert len(memory) == 0
+    if name.startswith(("K", "view")):
+        with pytest.raises(ValueError, match=match):
+            memory.render(args["K"], args["world_to_camera"], 8, 8)
+    with pytest.raises(ValueError, match="H: expected a positive integer"):
+        memory.render(K8, at(), 0, 8)
+    with pytest.raises(ValueError, match="max_points"):
+        SceneMemoryConfig(max_points=0)
