@@ -27,7 +27,8 @@ def factory():
 
 def client(factory, **kw):
     cfg = WebConfig(**{"fps": 20.0, "stats_every": 2, **kw})
-    return TestClient(create_app(factory, lambda: InteractiveStream(seed=0, config=InteractiveConfig(size=SIZE)), cfg))
+    return TestClient(create_app(factory, lambda: InteractiveStream(seed=0, config=InteractiveConfig(size=SIZE)), cfg),
+                      headers={"host": "localhost:8000"})            # a loopback name: the Host guard lets it in
 
 
 def frames(ws, n):
@@ -86,18 +87,26 @@ def test_bad_input_gets_an_error_and_the_session_goes_on(factory):
         assert len(frames(ws, 3)[0]) == 3                                         # still streaming
 
 
+def refused(ws) -> tuple[str, int, str]:
+    """A refused socket: the JSON error's message, then the close code and reason."""
+    msg = json.loads(ws.receive_text())
+    assert msg["type"] == "error"
+    with pytest.raises(WebSocketDisconnect) as err:
+        ws.receive_text()
+    return msg["message"], err.value.code, err.value.reason
+
+
 def test_token_origin_and_session_limit(factory):
     with client(factory, token="s3cret") as c:
-        with pytest.raises(WebSocketDisconnect) as err, c.websocket_connect("/ws?token=wrong") as ws:
-            ws.receive()
-        assert err.value.code == 1008
+        with c.websocket_connect("/ws?token=wrong") as ws:
+            message, code, reason = refused(ws)
+        assert code == 1008 and reason == "a valid token is required" and "?token=" in message
         with c.websocket_connect("/ws?token=s3cret") as ws:
             assert len(frames(ws, 1)[0]) == 1
     with client(factory) as c:
-        with pytest.raises(WebSocketDisconnect) as err, \
-                c.websocket_connect("/ws", headers={"origin": "http://evil.example"}) as ws:
-            ws.receive()
-        assert err.value.code == 1008
+        with c.websocket_connect("/ws", headers={"origin": "http://evil.example"}) as ws:
+            message, code, reason = refused(ws)
+        assert code == 1008 and reason == "origin not allowed" and "'http://evil.example'" in message
     with client(factory, max_sessions=1) as c, c.websocket_connect("/ws") as first:
         frames(first, 1)
         with c.websocket_connect("/ws") as second:

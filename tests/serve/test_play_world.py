@@ -27,7 +27,8 @@ def world(tmp_path_factory):
 
 
 def client(world, **kw):
-    return TestClient(create_world_app(*world, WebConfig(**{"fps": 20.0, "stats_every": 2, **kw})))
+    return TestClient(create_world_app(*world, WebConfig(**{"fps": 20.0, "stats_every": 2, **kw})),
+                      headers={"host": "127.0.0.1:8000"})            # a loopback name: the Host guard lets it in
 
 
 def until(ws, index: int, events=()) -> tuple[dict, list]:
@@ -95,10 +96,11 @@ def test_text_actions_prompts_and_bad_events(world):
 
 def test_token_guard(world):
     from starlette.websockets import WebSocketDisconnect
-    with client(world, token="s3cret") as c:
-        with pytest.raises(WebSocketDisconnect) as err, c.websocket_connect("/ws") as ws:
-            ws.receive()
-        assert err.value.code == 1008
+    with client(world, token="s3cret") as c, c.websocket_connect("/ws") as ws:
+        assert "?token=" in json.loads(ws.receive_text())["message"]
+        with pytest.raises(WebSocketDisconnect) as err:
+            ws.receive_text()
+        assert err.value.code == 1008 and err.value.reason == "a valid token is required"
 
 
 def test_action_stream_rows():

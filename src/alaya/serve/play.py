@@ -29,6 +29,7 @@ class PlayConfig:
     max_sessions: int = 8
     token: str | None = None
     allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()                    # Host names besides loopback and host
     seed: int = 0
     prompt: str | None = None                               # None: the mode's default below
     threads: int | None = None
@@ -63,6 +64,7 @@ def build_app(cfg: PlayConfig):
     from alaya.serve.web import WebConfig, create_app
 
     web = WebConfig(max_sessions=cfg.max_sessions, token=cfg.token, allowed_origins=cfg.allowed_origins,
+                    allowed_hosts=(cfg.host, *cfg.allowed_hosts),
                     fps=cfg.fps, prompt=cfg.prompt, seed=cfg.seed,
                     extra_info={"weights": cfg.world_weights if cfg.world else cfg.weights})
     if cfg.world:
@@ -97,7 +99,6 @@ def _build_world_app(cfg: PlayConfig, web):
 
 def serve(cfg: PlayConfig) -> None:
     import torch
-    import uvicorn
     # Many sessions call torch from their own threads; each would start its own OpenMP team
     # and they would spin against each other on a few cores (measured: a 32x32 frame took
     # seconds with 8 sessions). The torch work per frame is small; the networks run in
@@ -109,8 +110,23 @@ def serve(cfg: PlayConfig) -> None:
         print(f"warning: serving on {cfg.host} without --token: anyone who can reach it can play")
     app = build_app(cfg)
     query = f"?token={cfg.token}" if cfg.token else ""
-    print(f"alaya play: open http://{cfg.host}:{cfg.port}/{query}  (Ctrl+C stops)", flush=True)
-    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level="warning", ws_max_size=1 << 16)
+    host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+    url = f"http://{host}:{cfg.port}/{query}"
+    app_server(app, cfg.host, cfg.port, lambda: print(f"alaya play: open {url}  (Ctrl+C stops)", flush=True)).run()
+
+
+def app_server(app, host: str, port: int, on_ready, **kwargs):
+    """A uvicorn server for ``app`` (``.run()`` serves until it stops) that calls ``on_ready()`` once
+    the port accepts connections, not before: a URL printed earlier may be refused."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)           # binds the port
+            if self.started:
+                on_ready()
+
+    return Server(uvicorn.Config(app, host=host, port=port, log_level="warning", ws_max_size=1 << 16, **kwargs))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -131,6 +147,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-sessions", type=int, default=d.max_sessions)
     p.add_argument("--token", default=os.environ.get("ALAYA_TOKEN"), help="require ?token=... (or $ALAYA_TOKEN)")
     p.add_argument("--allow-origin", action="append", default=[], help="extra allowed Origin (repeatable)")
+    p.add_argument("--allowed-host", action="append", default=[], help="a name the server may be reached by "
+                   "(the Host header), besides localhost, 127.0.0.1, [::1] and --host (repeatable)")
     p.add_argument("--seed", type=int, default=d.seed, help="the world's scene seed")
     p.add_argument("--prompt", default=None, help="the look at the start (default: 'a clear sunny noon', "
                    "or 'a golden sunset' with --world)")
@@ -139,4 +157,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def config_from_args(a: argparse.Namespace) -> PlayConfig:
     return PlayConfig(host=a.host, port=a.port, weights=a.weights, backend=a.backend, size=a.size, fps=a.fps,
                       max_sessions=a.max_sessions, token=a.token, allowed_origins=tuple(a.allow_origin),
+                      allowed_hosts=tuple(a.allowed_host),
                       seed=a.seed, prompt=a.prompt, world=a.world, world_weights=a.world_weights)

@@ -9,10 +9,17 @@ frames go through a one-slot mailbox, so a slow client gets the newest frame, ne
 little-endian — then the JPEG bytes; every ``stats_every`` frames a JSON text message carries
 FPS, latency and per-stage timings.
 
-Guards: sessions beyond ``max_sessions`` are refused with a close reason (code 1013) and a JSON
-error first; an optional token (``?token=``); an Origin check (same host as the page, or listed
-in ``allowed_origins``); inbound messages over ``max_message_bytes`` and malformed events get
-an error message and the session goes on.
+Guards, in this order: the ``Host`` header must name this server (a loopback name, or one of
+``allowed_hosts``: a page elsewhere that reaches us through DNS rebinding sends its own name);
+the ``Origin`` must be the page's own host or listed in ``allowed_origins``; an optional token
+(``?token=``); at most ``max_sessions`` sessions (code 1013). A refused socket is accepted and then
+closed with a code and a short reason, after a JSON error with the whole story, so the page can
+say why (a handshake refused with HTTP 403 reaches a page only as "1006"). Inbound messages over
+``max_message_bytes`` and malformed events get an error message and the session goes on.
+
+A prompt never stalls a session: its embedding is computed on the prompt encoder's thread (the
+text model's first load takes seconds) and the model thread switches once it is ready
+(``PromptSwitch``).
 
 The server is the same for every kind of play: a :class:`Game` names its mode (the page adapts
 to it, from ``GET /schema``), parses events and makes one :class:`Player` per WebSocket. This
@@ -43,6 +50,7 @@ from alaya.runtime.loop import FrameOut, LoopConfig, RealtimeLoop
 from alaya.serve.events import Action, Look, Move, Prompt, Reset, Style, View, parse_event, schema
 
 HEADER = struct.Struct("<Qd")
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
 @dataclass
@@ -50,6 +58,7 @@ class WebConfig:
     max_sessions: int = 8
     token: str | None = None
     allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()          # Host names besides LOOPBACK_HOSTS (alaya play: --host, --allowed-host)
     fps: float = 30.0
     jpeg_quality: int = 85
     max_message_bytes: int = 4096
@@ -117,6 +126,61 @@ class _Mailbox:
         return item
 
 
+def host_name(host: str) -> str:
+    """The name in a Host header or a --host value, without the port, lowercased; IPv6 in brackets."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[:host.index("]") + 1] if "]" in host else host
+    if host.count(":") > 1:                                # a bare IPv6 address
+        return f"[{host}]"
+    return host.split(":")[0]
+
+
+def host_allowed(host: str | None, allowed: tuple[str, ...]) -> bool:
+    """Whether a request's Host header names this server (a loopback name or one of ``allowed``)."""
+    return host is not None and host_name(host) in {host_name(h) for h in (*LOOPBACK_HOSTS, *allowed)}
+
+
+def refusal(ws: WebSocket, cfg: WebConfig) -> tuple[int, str, str] | None:
+    """Why a WebSocket may not play, as (close code, short close reason, message), or None."""
+    host, origin = ws.headers.get("host"), ws.headers.get("origin")
+    if not host_allowed(host, cfg.allowed_hosts):
+        names = ", ".join((*LOOPBACK_HOSTS, *cfg.allowed_hosts))
+        return 1008, "host not allowed", (f"host {host!r} is not allowed: this server answers to {names}; "
+                                          f"start alaya play with --allowed-host {host_name(host or '')!r} to add it")
+    if not origin_allowed(origin, host, cfg.allowed_origins):
+        return 1008, "origin not allowed", (f"origin {origin!r} is not allowed: only pages served by this server "
+                                            f"({host}) or given with --allow-origin may play")
+    if cfg.token is not None and not secrets.compare_digest(ws.query_params.get("token", ""), cfg.token):
+        return 1008, "a valid token is required", ("a valid ?token= is required: open the URL alaya play printed, "
+                                                   "which carries it")
+    return None
+
+
+class PromptSwitch:
+    """A player's prompt changes without stalling its frames: the embedding is computed on the
+    prompt encoder's thread (``encode_later``; the text model's first load takes seconds) and the
+    model thread switches to it once it is ready, keeping the previous prompt until then. The
+    latest request wins; a failure (no text model) is reported through the loop's ``on_error``."""
+
+    def __init__(self, encoder):
+        self.encoder, self.latest = encoder, 0
+
+    def request(self, text: str, rt: RealtimeLoop) -> None:
+        future = self.encoder.encode_later(text)          # a prompt over the limit raises here
+        self.latest += 1
+        ticket = self.latest
+
+        def ready(f) -> None:
+            if ticket != self.latest:
+                return
+            if f.exception() is not None:
+                rt.on_error(f.exception())
+            else:
+                rt.model_command(lambda s: s.set_prompt(text))     # now a cache hit: instant
+        future.add_done_callback(ready)
+
+
 def origin_allowed(origin: str | None, host: str | None, allowed: tuple[str, ...]) -> bool:
     if origin is None:                                     # not a browser (a script, a bench)
         return True
@@ -159,9 +223,9 @@ def create_app(factory, make_stream: Callable[[], object], config: WebConfig | N
     cfg = config or WebConfig()
 
     def new_player() -> Player:
-        state = {"style": "clear_noon"}
-        return Player(factory.new(cfg.prompt, cfg.seed), make_stream,
-                      lambda event, rt: _engine_event(event, rt, state))
+        session = factory.new(cfg.prompt, cfg.seed)
+        state = {"style": "clear_noon", "prompts": PromptSwitch(session.encoder)}
+        return Player(session, make_stream, lambda event, rt: _engine_event(event, rt, state))
 
     return create_game_app(Game("engine", factory.size, schema(), parse_event, new_player), cfg)
 
@@ -176,7 +240,7 @@ def _engine_event(event, rt: RealtimeLoop, state: dict) -> None:
     elif isinstance(event, (Prompt, Style)):
         if isinstance(event, Style):
             state["style"] = event.name
-        rt.model_command(lambda s, text=prompt_text(event): s.set_prompt(text))
+        state["prompts"].request(prompt_text(event), rt)
     elif isinstance(event, View):
         if event.channel == "none":
             rt.side_view(None)
@@ -215,13 +279,13 @@ def create_game_app(game: Game, cfg: WebConfig) -> FastAPI:
 
     @app.websocket("/ws")
     async def play(ws: WebSocket) -> None:
-        if cfg.token is not None and not secrets.compare_digest(ws.query_params.get("token", ""), cfg.token):
-            await ws.close(code=1008, reason="a valid ?token= is required")
+        refused = refusal(ws, cfg)
+        await ws.accept()                          # then closed with a reason the page can show
+        if refused is not None:
+            code, reason, message = refused
+            await ws.send_text(json.dumps({"type": "error", "message": message}))
+            await ws.close(code=code, reason=reason)
             return
-        if not origin_allowed(ws.headers.get("origin"), ws.headers.get("host"), cfg.allowed_origins):
-            await ws.close(code=1008, reason="origin not allowed")
-            return
-        await ws.accept()
         if not slots.acquire(blocking=False):
             await ws.send_text(json.dumps({"type": "error", "message":
                                            f"server full: all {cfg.max_sessions} session slots are in use, try again later"}))

@@ -32,7 +32,7 @@ from alaya.data.actions import ONE_SHOT, ActionText, action_vector
 from alaya.engine.styles import STYLE_NAMES
 from alaya.runtime.loop import RealtimeLoop
 from alaya.serve.events import MAX_PROMPT_CHARS, Prompt, Reset, Style, _Event, parse_with
-from alaya.serve.web import Game, Player, WebConfig, create_game_app, prompt_text
+from alaya.serve.web import Game, Player, PromptSwitch, WebConfig, create_game_app, prompt_text
 
 Axis = Annotated[float, Field(ge=-1, le=1)]
 
@@ -106,7 +106,7 @@ def create_world_app(factory, starts: list[np.ndarray], config: WebConfig | None
     def new_player() -> Player:
         session = factory.new(cfg.prompt, cfg.seed)
         session.reset(starts[0])
-        stream, state = ActionStream(), {"start": 0}
+        stream, state, prompts = ActionStream(), {"start": 0}, PromptSwitch(session.encoder)
 
         def handle(event, rt: RealtimeLoop) -> dict | None:
             if isinstance(event, Move):
@@ -119,7 +119,7 @@ def create_world_app(factory, starts: list[np.ndarray], config: WebConfig | None
                 if isinstance(event, Do):
                     return {"type": "do", "text": event.text, "action": name}
             elif isinstance(event, (Prompt, Style)):
-                rt.model_command(lambda s, text=prompt_text(event): s.set_prompt(text))
+                prompts.request(prompt_text(event), rt)
             elif isinstance(event, Reset):
                 state["start"] = (state["start"] + 1) % len(starts)
                 rt.model_command(lambda s, frame=starts[state["start"]]: s.reset(frame))

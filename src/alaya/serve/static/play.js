@@ -15,8 +15,15 @@ const ws = new WebSocket(wsUrl);
 ws.binaryType = "arraybuffer";
 const send = (event) => { if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(event)); };
 
+// Close codes a browser reports without a reason from the server.
+const CLOSED = { 1006: "the connection failed or was cut (is the server running?)", 1001: "the server went away" };
 ws.onopen = () => { state.connected = true; };
-ws.onclose = (e) => { state.closed = e.reason || String(e.code); overlay.textContent = `disconnected: ${state.closed}`; };
+ws.onclose = (e) => {
+  // the server refuses after accepting, with a reason (and a JSON error with the whole story before it)
+  state.closed = e.reason || `${e.code}: ${CLOSED[e.code] || "closed"}`;
+  overlay.textContent = `disconnected: ${state.closed}`;
+  if (!errorBox.textContent) errorBox.textContent = `disconnected: ${state.closed}`;
+};
 ws.onmessage = async (msg) => {
   if (typeof msg.data === "string") {
     const m = JSON.parse(msg.data);
@@ -35,6 +42,7 @@ ws.onmessage = async (msg) => {
   if (canvas.width !== bitmap.width || canvas.height !== bitmap.height) {
     canvas.width = bitmap.width; canvas.height = bitmap.height;
     canvas.classList.toggle("wide", bitmap.width > bitmap.height);
+    document.getElementById("view").classList.toggle("wide", bitmap.width > bitmap.height);
   }
   ctx.drawImage(bitmap, 0, 0);
   state.frames += 1;
