@@ -138,29 +138,29 @@ def main() -> None:
     cfg = RenderEvalConfig(data=data, clips=a.clips, frames=a.frames, paraphrases=False)
     encoder = PromptEncoder()
     ae = Autoencoder.from_pretrained(a.autoencoder).eval()
-    renderers = {"teacher": TeacherRenderer.from_pretrained(a.teacher, a.autoencoder, encoder=encoder,
+    renderers = {"teacher": TeacherRenderer.from_pretrained(a.teacher, a.autoencoder, prompt_encoder=encoder,
                                                             sampler=SamplerConfig(steps=a.teacher_steps, guidance=2.0,
                                                                                   window=a.frames))}
     from alaya.hardware import wants_bf16
     if wants_bf16(a.teacher_bf16):
         fp32 = renderers["teacher"]           # the same modules, its calls in bf16 autocast
         renderers["teacher-bf16"] = TeacherRenderer(
-            fp32.teacher, fp32.autoencoder, encoder=encoder,
+            fp32.teacher, fp32.autoencoder, prompt_encoder=encoder,
             sampler=SamplerConfig(steps=a.teacher_steps, guidance=2.0, window=a.frames, precision="bf16"))
     for item in filter(None, a.stages.split(",")):
         name, folder = item.split("=", 1)
         if name not in STAGE_SETTINGS:
             raise SystemExit(f"--stages: unknown stage '{name}' (choose from {sorted(STAGE_SETTINGS)})")
-        renderers[name] = StudentRenderer(Student.from_pretrained(folder), "full", autoencoder=ae, encoder=encoder,
-                                          **STAGE_SETTINGS[name])
+        renderers[name] = StudentRenderer(Student.from_pretrained(folder), "full", autoencoder=ae,
+                                          prompt_encoder=encoder, **STAGE_SETTINGS[name])
     for item in filter(None, a.compare.split(",")):
         name, folder = item.split("=", 1)
         if name in STAGE_SETTINGS or name in ("teacher", "teacher-bf16", "tiny", "tiny-fp32"):
             raise SystemExit(f"--compare: '{name}' names a row of its own; choose another name")
-        renderers[name] = StudentRenderer.from_pretrained(folder, encoder=encoder, backend=a.backend)
+        renderers[name] = StudentRenderer.from_pretrained(folder, prompt_encoder=encoder, backend=a.backend)
     if a.backend == "onnx-int8":        # the same student with float steps, for the int8 row's cost
-        renderers["tiny-fp32"] = StudentRenderer.from_pretrained(a.student, encoder=encoder, backend="onnx")
-    renderers["tiny"] = StudentRenderer.from_pretrained(a.student, encoder=encoder, backend=a.backend)
+        renderers["tiny-fp32"] = StudentRenderer.from_pretrained(a.student, prompt_encoder=encoder, backend="onnx")
+    renderers["tiny"] = StudentRenderer.from_pretrained(a.student, prompt_encoder=encoder, backend=a.backend)
 
     rows = {}
     for name, r in renderers.items():

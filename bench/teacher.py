@@ -67,7 +67,7 @@ def main() -> None:
                                sampler=SamplerConfig(steps=a.steps, guidance=a.guidance, window=a.frames,
                                                      precision=a.precision))
     clip, source = gbuffer_clip(a.frames, a.size)
-    renderer.encoder.encode("a clear sunny noon")           # load the text model outside the timing
+    renderer.prompt_encoder.encode("a clear sunny noon")    # load the text model outside the timing
     with torch.no_grad():
         renderer.render(renderer_input(clip, 0, 2), "a clear sunny noon")   # warm-up
         t0 = time.perf_counter()

@@ -192,7 +192,7 @@ def _serve(a: argparse.Namespace) -> int:
         port=a.grpc, host=a.host, max_sessions=a.max_sessions, max_message_mb=a.max_message_mb,
         model_name=Path(a.weights).name, backend=a.backend, idle_timeout=a.idle_timeout))
     from alaya.serve.play import preload_text_model
-    preload_text_model(factory.encoder)           # free-text prompts: streams keep theirs until it is in
+    preload_text_model(factory.prompt_encoder)    # free-text prompts: streams keep theirs until it is in
     print(f"gRPC render service (alaya.v1.Renderer) on {grpc_service.address}: {a.size}x{a.size} frames, "
           f"{a.backend}, at most {a.max_sessions} sessions; Ctrl-C stops", flush=True)
     try:

@@ -100,9 +100,11 @@ def synthetic_clip(T: int = 4, S: int = 32, seed: int = 0) -> list[dict]:
 def test_render_session_frames_are_unchanged(student, backend):
     from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
     from alaya.runtime import RenderSession
-    session = RenderSession(student, TinyGBufferEncoder.from_pretrained(f"{WEIGHTS}/tiny_gbuffer_encoder"),
-                            TinyDecoder.from_pretrained(f"{WEIGHTS}/tiny_decoder"), prompt="a clear sunny noon",
-                            backend=backend, seed=3)
+    from alaya.runtime.backends import make_backend
+    session = RenderSession(make_backend(backend, student,
+                                         TinyGBufferEncoder.from_pretrained(f"{WEIGHTS}/tiny_gbuffer_encoder"),
+                                         TinyDecoder.from_pretrained(f"{WEIGHTS}/tiny_decoder")),
+                            prompt="a clear sunny noon", seed=3)
     clip = synthetic_clip()
     latents = [session.step_latent(f) for f in clip]
     assert_checksums(torch.cat(latents), EXPECTED["session_latents"], rel=1e-4)

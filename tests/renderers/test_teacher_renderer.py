@@ -71,7 +71,7 @@ def test_bf16_precision_runs_the_network_in_bf16_and_stays_close(tiny_weights, t
     for name, r in (("fp32", fp32), ("bf16", bf16)):
         r.teacher.stem.register_forward_hook(record(name))
     g = fp32.gbuffer_latents(clip)
-    text = fp32.encoder.encode("toon")[0]
+    text = fp32.prompt_encoder.encode("toon")[0]
     a, b = fp32.sample_latents(g, text, seed=3), bf16.sample_latents(g, text, seed=3)
     assert seen == {"fp32": torch.float32, "bf16": torch.bfloat16}     # the network itself ran in bf16
     T, _, h, w = g.shape

@@ -9,6 +9,7 @@ import torch
 from alaya.data.contract import GBUFFER_KEYS
 from alaya.data.dataset import ClipDataset
 from alaya.runtime import RenderSession
+from alaya.runtime.backends import make_backend
 from alaya.engine.styles import STYLES
 from alaya.renderers.calibrate import calibrate
 from alaya.runtime.int8 import RANGES_FILE, load_ranges, quantize_step
@@ -40,8 +41,9 @@ def frames(tiny_dataset):
 
 
 def _session(backend, ranges=None, folder=None):
-    return RenderSession(*tiny_flash_modules(), prompt="a clear sunny noon", backend=backend, int8_ranges=ranges,
-                         onnx_folder=folder)
+    student, enc, dec = tiny_flash_modules()
+    return RenderSession(make_backend(backend, student, enc, dec, folder=folder, int8_ranges=ranges),
+                         prompt="a clear sunny noon")
 
 
 def test_calibration_records_every_quantized_tensor(folders):
@@ -84,7 +86,7 @@ def test_renderer_loads_the_ranges_beside_the_weights(folders, frames, tiny_data
     from alaya.runtime import SessionFactory
     kw = dict(gbuffer_encoder=folders / "enc", decoder=folders / "dec")
     r = StudentRenderer.from_pretrained(folders / "student", backend="onnx-int8", **kw)
-    assert r.session.int8_ranges == load_ranges(folders / "student")
+    assert r.session.backend.int8_ranges == load_ranges(folders / "student")
     clip = {k: np.stack([f[k] for f in frames[:3]]) for k in GBUFFER_KEYS}
     assert r.render(clip, "a foggy morning").shape == (3, 32, 32, 3)
     factory = SessionFactory.from_pretrained(folders / "student", size=32, backend="onnx-int8", **kw)

@@ -38,7 +38,7 @@ def test_prompt_switches_and_resets_keep_their_place_in_the_stream(frames, backe
     got = piped(s, [*frames[:2], lambda s: s.set_prompt("a moonlit night"), *frames[2:4],
                     lambda s: s.reset(), *frames[4:6]], depth=depth)
     assert np.array_equal(got, np.stack(expected))
-    assert s.frame_index == 2 and s._pipeline is None        # handed back after the with block
+    assert s.frame_index == 2 and s.pipeline is None         # handed back after the with block
     assert np.array_equal(s.step(frames[0]), seq.step(frames[0]))
 
 

@@ -9,11 +9,14 @@ import torch
 from alaya.data.dataset import ClipDataset
 from alaya.data.contract import GBUFFER_KEYS
 from alaya.runtime import RenderSession
+from alaya.runtime.backends import make_backend
 from tiny_models import tiny_flash_modules
 
 
-def session(**kw):
-    return RenderSession(*tiny_flash_modules(), prompt="a clear sunny noon", **kw)
+def session(backend="torch", onnx_folder=None, **kw):
+    student, enc, dec = tiny_flash_modules()
+    return RenderSession(make_backend(backend, student, enc, dec, folder=onnx_folder), prompt="a clear sunny noon",
+                         **kw)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +56,9 @@ def test_noise_modes_are_chunking_invariant_and_differ(frames, noise):
 def test_fixed_noise_follows_the_student_config(frames):
     student, enc, dec = tiny_flash_modules()
     student.config.noise = "fixed"
-    assert RenderSession(student, enc, dec).noise == "fixed"
-    assert RenderSession(student, enc, dec, noise="frame").noise == "frame"
+    backend = make_backend("torch", student, enc, dec)
+    assert RenderSession(backend).noise == "fixed"
+    assert RenderSession(backend, noise="frame").noise == "frame"
 
 
 def test_context_and_reset(frames):
@@ -124,29 +128,30 @@ def test_stream_and_context_graphs_compute_the_torch_functions(frames, tmp_path)
     frame's own features in one run) and context graph (the warp and the context's features)
     against ``gbuffer_condition`` / ``context_condition`` in torch around the torch frame network,
     with a non-zero context that the motion moves; and the two parts add up to ``condition``."""
-    from alaya.runtime.backends import ONNX_TOLERANCE, OnnxBackend, attach_context, prepare_frame
+    from alaya.runtime.backends import ONNX_TOLERANCE, OnnxBackend
     from alaya.models.student import latent_flow, warp_context
     s = session()
-    backend = OnnxBackend.from_modules(s.student, s.gbuffer_encoder, s.tiny_decoder, 32, tmp_path)
+    student, enc, dec = tiny_flash_modules()
+    backend, in_torch = OnnxBackend.from_modules(student, enc, dec, 32, tmp_path), s.backend
     assert backend.has_stream
     torch.manual_seed(0)
     context = torch.randn(1, s.student.config.context, s.student.config.latent_channels, 4, 4)
     valid = torch.ones(1, s.student.config.context, 1, 4, 4)
     frame = dict(frames[2], motion=np.full((32, 32, 2), 6.0, np.float32))   # everything moves off by 6 pixels
     inputs = s._stream_inputs(frame, 32, 32)
-    ours, theirs = prepare_frame(backend, s.student, inputs), prepare_frame(s.torch_backend, s.student, inputs)
+    ours, theirs = backend.prepare(inputs), in_torch.prepare(inputs)
     assert ours[2] and theirs[2]
     for a, b in zip(ours[:2], theirs[:2]):
         assert torch.allclose(a, b, atol=ONNX_TOLERANCE)
-    ours = attach_context(backend, s.student, *ours[:2], context, valid)
-    theirs = attach_context(s.torch_backend, s.student, *theirs[:2], context, valid)
+    ours = backend.attach_context(*ours[:2], context, valid)
+    theirs = in_torch.attach_context(*theirs[:2], context, valid)
     for a, b in zip(ours, theirs):
         assert torch.allclose(a, b, atol=ONNX_TOLERANCE)
     assert 0 < ours[2].mean() < 1                   # the warp moved part of the context out of view
     assert not torch.allclose(ours[1], context)
     # the split is exact: the frame's features are the student's whole condition of the warped context
     warped, warped_valid = warp_context(context, valid, latent_flow(inputs["motion"], 8))
-    g, whole = s.torch_backend.frame(_gbuffer_x(inputs), warped, warped_valid)
+    g, whole = in_torch.frame(_gbuffer_x(inputs), warped, warped_valid)
     assert torch.allclose(theirs[0], whole, atol=1e-5)
 
 
@@ -179,7 +184,8 @@ def test_onnx_exports_without_a_folder_leave_nothing_behind(frames, tmp_path, mo
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     s = session(backend="onnx")
     s.run(frames[:2])
-    assert s.backend.has_stream and s.backend.sample_steps == 4
+    graphs = s.backend.for_frame(32, 32)                 # the graphs the first frame exported
+    assert graphs.has_stream and graphs.sample_steps == 4
     assert list(tmp_path.iterdir()) == []
 
 
@@ -198,7 +204,7 @@ def test_onnx_modulations_are_computed_once_per_prompt(frames):
     MOD_CACHE most recent prompts; prompt switches mid-stream still follow torch."""
     from alaya.runtime.backends import ONNX_TOLERANCE
     t_sess, o_sess = session(), session(backend="onnx")
-    backend = o_sess._backend_for(32, 32)                 # built at the first frame otherwise
+    backend = o_sess.backend.for_frame(32, 32)            # built at the first frame otherwise
     backend.MOD_CACHE = 2
     counter = backend.sessions["modulation"] = _CountingSession(backend.sessions["modulation"])
     prompts = ["a clear sunny noon", "a clear sunny noon", "moonlit night", "toon shading", "a clear sunny noon",
@@ -218,7 +224,7 @@ def test_onnx_modulations_are_computed_once_per_prompt(frames):
 def test_factory_sessions_share_weights_but_not_state(frames):
     from alaya.runtime import SessionFactory
     ref = session()
-    factory = SessionFactory(ref.student, ref.gbuffer_encoder, ref.tiny_decoder, size=32, backend="torch")
+    factory = SessionFactory(*tiny_flash_modules(), size=32, backend="torch")
     a, b = factory.new("a clear sunny noon"), factory.new("a clear sunny noon")
     out_a = a.run(frames[:3])
     assert np.array_equal(out_a, ref.run(frames[:3]))
@@ -238,7 +244,8 @@ def _view_session(channels=8, pixel=0, **kw):
     with torch.no_grad():
         for p in [*viewer.view.parameters(), *(viewer.view_pixel.parameters() if pixel else ())]:
             p.normal_(0, 0.05)
-    return RenderSession(viewer.eval(), enc, dec, prompt="a clear sunny noon", **kw)
+    backend = make_backend(kw.pop("backend", "torch"), viewer.eval(), enc, dec, folder=kw.pop("onnx_folder", None))
+    return RenderSession(backend, prompt="a clear sunny noon", **kw)
 
 
 @pytest.mark.parametrize("channels, pixel", [(8, 0), (17, 4)])
@@ -267,4 +274,43 @@ def test_onnx_sessions_with_other_step_counts_loop_over_the_step_graph(frames):
     t_sess, o_sess = session(steps=2), session(backend="onnx", steps=2)
     for f in frames[:3]:
         assert torch.allclose(t_sess.step_latent(f), o_sess.step_latent(f), atol=ONNX_TOLERANCE)
-    assert o_sess.backend.sample_steps == 4 != o_sess.steps          # the unrolled graph is for 4
+    assert o_sess.backend.for_frame(32, 32).sample_steps == 4 != o_sess.steps   # the unrolled graph is for 4
+
+
+def test_one_make_backend_checks_names_ranges_and_sizes_for_sessions_and_factories():
+    """``make_backend`` is where a backend is built and checked, for a session's own backend
+    (exported per frame size met) and a factory's shared one (built for one size)."""
+    from alaya.runtime import SessionFactory
+    from alaya.runtime.backends import OnnxBackend, OnnxBackends, TorchBackend
+    student, enc, dec = tiny_flash_modules()
+    with pytest.raises(ValueError, match="backend must be one of"):
+        make_backend("tensorrt", student, enc, dec)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        SessionFactory(student, enc, dec, size=32, backend="tensorrt")
+    with pytest.raises(ValueError, match="int8_ranges"):
+        make_backend("onnx-int8", student, enc, dec, 32)
+    with pytest.raises(ValueError, match="int8_ranges"):
+        SessionFactory(student, enc, dec, size=32, backend="onnx-int8")
+    with pytest.raises(ValueError, match="multiple of 16"):
+        SessionFactory(student, enc, dec, size=40, backend="torch")
+    assert isinstance(make_backend("torch", student, enc, dec), TorchBackend)
+    per_size = make_backend("onnx", student, enc, dec)
+    assert isinstance(per_size, OnnxBackends)
+    graphs = per_size.for_frame(32, 32)
+    assert isinstance(graphs, OnnxBackend) and graphs.size == 32 and per_size.for_frame(32, 32) is graphs
+    assert per_size.for_frame(32, 48) is per_size.torch                     # not square: torch
+    shared = make_backend("torch", student, enc, dec, 32)
+    with pytest.raises(ValueError, match="built for 32x32"):
+        shared.for_frame(64, 64)
+
+
+def test_a_session_is_handed_to_a_pipeline_through_its_public_method(frames):
+    s = session()
+    marker = object()
+    s.set_pipeline(marker)
+    with pytest.raises(RuntimeError, match="already driven"):
+        s.set_pipeline(object())
+    with pytest.raises(RuntimeError, match="driven by a StreamPipeline"):
+        s.step(frames[0])
+    s.set_pipeline(None)
+    assert s.pipeline is None and s.step(frames[0]).shape == (32, 32, 3)

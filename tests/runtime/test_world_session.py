@@ -46,23 +46,23 @@ ROWS = [action_vector(1.0, 0.0, 0.5), action_vector(act="spell"), action_vector(
 
 
 def test_same_start_seed_and_actions_give_the_same_frames(parts, start, encoder):
-    a = play(WorldSession(*parts, encoder=encoder, size=SIZE, seed=3), start, ROWS)
-    b = play(WorldSession(*parts, encoder=encoder, size=SIZE, seed=3), start, ROWS)
+    a = play(WorldSession(*parts, prompt_encoder=encoder, size=SIZE, seed=3), start, ROWS)
+    b = play(WorldSession(*parts, prompt_encoder=encoder, size=SIZE, seed=3), start, ROWS)
     assert a.shape == (len(ROWS), SIZE, SIZE, 3) and a.dtype == np.uint8
     assert np.array_equal(a, b)
-    s = WorldSession(*parts, encoder=encoder, size=SIZE, seed=3)
+    s = WorldSession(*parts, prompt_encoder=encoder, size=SIZE, seed=3)
     play(s, start, ROWS[:4])                        # a reset forgets everything before it
     assert np.array_equal(play(s, start, ROWS), a)
 
 
 def test_actions_change_the_frames(parts, start, encoder):
-    moved = play(WorldSession(*parts, encoder=encoder, size=SIZE), start, ROWS)
-    still = play(WorldSession(*parts, encoder=encoder, size=SIZE), start, [action_vector()] * len(ROWS))
+    moved = play(WorldSession(*parts, prompt_encoder=encoder, size=SIZE), start, ROWS)
+    still = play(WorldSession(*parts, prompt_encoder=encoder, size=SIZE), start, [action_vector()] * len(ROWS))
     assert not np.array_equal(moved, still)
 
 
 def test_state_has_a_fixed_size(parts, start, encoder):
-    s = WorldSession(*parts, encoder=encoder, size=SIZE)
+    s = WorldSession(*parts, prompt_encoder=encoder, size=SIZE)
     s.reset(start)
     shapes = None
     for k in range(40):
@@ -74,8 +74,8 @@ def test_state_has_a_fixed_size(parts, start, encoder):
 
 
 def test_onnx_matches_torch(parts, start, encoder):
-    t = WorldSession(*parts, encoder=encoder, size=SIZE, backend="torch")
-    o = WorldSession(*parts, encoder=encoder, size=SIZE, backend="onnx")
+    t = WorldSession(*parts, prompt_encoder=encoder, size=SIZE, backend="torch")
+    o = WorldSession(*parts, prompt_encoder=encoder, size=SIZE, backend="onnx")
     for s in (t, o):
         s.reset(start, "a golden sunset")
     assert o.backend.sample_steps == o.steps                 # the steps run as one graph
@@ -85,7 +85,7 @@ def test_onnx_matches_torch(parts, start, encoder):
 
 
 def test_bad_input_is_refused_and_the_session_goes_on(parts, start, encoder):
-    s = WorldSession(*parts, encoder=encoder, size=SIZE)
+    s = WorldSession(*parts, prompt_encoder=encoder, size=SIZE)
     with pytest.raises(RuntimeError, match="reset"):
         s.step(action_vector())
     with pytest.raises(ValueError, match="start frame"):
@@ -104,9 +104,9 @@ def test_a_model_in_the_autoencoders_latent_space_runs_with_its_codecs(start, en
     torch.manual_seed(0)
     model = WorldModel(WorldModelConfig(codec="autoencoder", latent_channels=32, widths=(16, 32), emb_dim=32))
     with pytest.raises(ValueError, match="autoencoder"):
-        WorldSession(model, encoder=encoder, size=SIZE)
+        WorldSession(model, prompt_encoder=encoder, size=SIZE)
     s = WorldSession(model, Autoencoder.from_pretrained("weights/autoencoder"),
-                     TinyDecoder.from_pretrained("weights/tiny_decoder"), encoder=encoder, size=SIZE)
+                     TinyDecoder.from_pretrained("weights/tiny_decoder"), prompt_encoder=encoder, size=SIZE)
     s.reset(start)
     assert s.context.shape[-1] == SIZE // 8 and s.step(action_vector()).shape == (SIZE, SIZE, 3)
 
@@ -143,17 +143,17 @@ def test_a_view_warp_model_turns_its_context_and_backends_agree(parts, start, en
     warp = WorldModel(WorldModelConfig(widths=(16, 32), emb_dim=32, view_warp=True))
     warp.load_state_dict(parts[0].state_dict())
     turn = [action_vector(turn=1.0)] * 4
-    t = play(WorldSession(warp, encoder=encoder, size=SIZE), start, turn)
-    o = play(WorldSession(warp, encoder=encoder, size=SIZE, backend="onnx"), start, turn)
+    t = play(WorldSession(warp, prompt_encoder=encoder, size=SIZE), start, turn)
+    o = play(WorldSession(warp, prompt_encoder=encoder, size=SIZE, backend="onnx"), start, turn)
     assert np.abs(t.astype(int) - o.astype(int)).max() <= 1
-    plain = play(WorldSession(parts[0], encoder=encoder, size=SIZE), start, turn)
+    plain = play(WorldSession(parts[0], prompt_encoder=encoder, size=SIZE), start, turn)
     assert np.abs(t.astype(int) - plain.astype(int)).mean() > 1.0
 
 
 def test_pitch_stops_at_the_games_limit_as_in_the_game(parts, start, encoder):
     """Looking up for longer than the game allows: the session passes on only the part of each
     pitch action that takes effect, so the model's view never pitches past the limit."""
-    s = WorldSession(*parts, encoder=encoder, size=SIZE)
+    s = WorldSession(*parts, prompt_encoder=encoder, size=SIZE)
     c = parts[0].config
     s.reset(start, "a golden sunset")
     up = action_vector(pitch=1.0)
@@ -177,11 +177,11 @@ def test_a_ground_warp_model_walks_its_context_from_the_start_pitch(parts, start
     ground.load_state_dict(parts[0].state_dict())
     rotate.load_state_dict(parts[0].state_dict())
     walk = [action_vector(forward=1.0)] * 4
-    t = play(WorldSession(ground, encoder=encoder, size=SIZE), start, walk)
-    o = play(WorldSession(ground, encoder=encoder, size=SIZE, backend="onnx"), start, walk)
+    t = play(WorldSession(ground, prompt_encoder=encoder, size=SIZE), start, walk)
+    o = play(WorldSession(ground, prompt_encoder=encoder, size=SIZE, backend="onnx"), start, walk)
     assert np.abs(t.astype(int) - o.astype(int)).max() <= 1
-    assert np.abs(t.astype(int) - play(WorldSession(rotate, encoder=encoder, size=SIZE), start, walk)).mean() > 1.0
-    s = WorldSession(ground, encoder=encoder, size=SIZE)
+    assert np.abs(t.astype(int) - play(WorldSession(rotate, prompt_encoder=encoder, size=SIZE), start, walk)).mean() > 1.0
+    s = WorldSession(ground, prompt_encoder=encoder, size=SIZE)
     s.reset(start, "a golden sunset", pitch=-30.0)
     down = np.stack([s.step(r) for r in walk])
     assert s.pitch == -30.0 and np.abs(down.astype(int) - t.astype(int)).mean() > 0.5   # the floor moves differently
@@ -201,14 +201,14 @@ def test_an_anchor_warp_session_tracks_its_pose_and_sees_the_start_from_it(parts
     anchored.load_state_dict(parts[0].state_dict())
     ground.load_state_dict(parts[0].state_dict())
     still = [action_vector()] * 3
-    s = WorldSession(anchored, encoder=encoder, size=SIZE)
-    same = play(s, start, still).astype(int) - play(WorldSession(ground, encoder=encoder, size=SIZE), start, still)
+    s = WorldSession(anchored, prompt_encoder=encoder, size=SIZE)
+    same = play(s, start, still).astype(int) - play(WorldSession(ground, prompt_encoder=encoder, size=SIZE), start, still)
     assert np.abs(same).max() <= 1
     assert torch.equal(s.pose, torch.zeros(1, 3))             # standing still: the anchor is the start frame
     walk = [action_vector(turn=1.0), action_vector(forward=1.0), action_vector(forward=1.0)]
     t = play(s, start, walk)
     yaw = math.radians(cfg.turn_degrees)
     assert torch.allclose(s.pose, torch.tensor([[0.2 * math.cos(yaw), 0.2 * math.sin(yaw), yaw]]), atol=1e-6)
-    assert np.abs(t.astype(int) - play(WorldSession(ground, encoder=encoder, size=SIZE), start, walk)).mean() > 0.1
-    o = play(WorldSession(anchored, encoder=encoder, size=SIZE, backend="onnx"), start, walk)
+    assert np.abs(t.astype(int) - play(WorldSession(ground, prompt_encoder=encoder, size=SIZE), start, walk)).mean() > 0.1
+    o = play(WorldSession(anchored, prompt_encoder=encoder, size=SIZE, backend="onnx"), start, walk)
     assert np.abs(t.astype(int) - o.astype(int)).max() <= 1

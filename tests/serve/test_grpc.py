@@ -109,7 +109,7 @@ def test_info_reports_size_styles_and_limits(client, factory):
     assert [s.name for s in info.styles] == list(STYLE_NAMES)
     assert list(info.styles[0].phrasings) == list(get_style(STYLE_NAMES[0]).phrasings)
     assert (info.max_sessions, info.active_sessions) == (2, 0)
-    assert info.max_message_bytes == 65536 and info.max_prompt_chars == factory.encoder.max_chars
+    assert info.max_message_bytes == 65536 and info.max_prompt_chars == factory.prompt_encoder.max_chars
 
 
 def test_round_trip_of_100_frames_equals_a_local_session(client, factory):

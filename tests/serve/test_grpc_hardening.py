@@ -46,7 +46,7 @@ def one_torch_thread():
 @pytest.fixture(scope="module")
 def factory():
     return SessionFactory(*tiny_flash_modules(), size=SIZE, backend="torch",
-                          encoder=PromptEncoder(loader=slow_loader, known=True))
+                          prompt_encoder=PromptEncoder(loader=slow_loader, known=True))
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +185,7 @@ def test_a_free_text_prompt_never_stalls_the_stream(service, factory):
     is ready (the stream equals a local session that switched there)."""
     wait_idle(service)
     prompt = "a lighthouse in a purple storm"
-    assert factory.encoder.lookup(prompt) is None and factory.encoder._model is None
+    assert factory.prompt_encoder.lookup(prompt) is None and factory.prompt_encoder._model is None
     frames = make_frames(4, seed=7)
     waits, live = [], []
     with RenderClient(service.address) as c:

@@ -94,7 +94,7 @@ def slow_text_factory():
         time.sleep(LOAD_SECONDS)
         return FakeTextModel()
     return SessionFactory(*tiny_flash_modules(), size=SIZE, backend="torch",
-                          encoder=PromptEncoder(loader=slow_loader))
+                          prompt_encoder=PromptEncoder(loader=slow_loader))
 
 
 def test_a_free_text_prompt_never_stalls_the_frames(slow_text_factory):

@@ -21,7 +21,7 @@ def server(factory):  # noqa: F811
     from alaya.serve.web import WebConfig, create_app
     threads = torch.get_num_threads()
     torch.set_num_threads(1)                             # as alaya play does (many sessions, few cores)
-    factory.encoder.encode("a clear sunny noon")         # load the text model up front, as alaya play does
+    factory.prompt_encoder.encode("a clear sunny noon")  # load the text model up front, as alaya play does
     app = create_app(factory, lambda: InteractiveStream(seed=0, config=InteractiveConfig(size=SIZE, warmup_frames=2)),
                      WebConfig(fps=10.0, max_sessions=8))
     try:

@@ -92,8 +92,8 @@ def sample_times(n: int, rng: np.random.Generator, equal_fraction: float = 0.75,
 
 def meanflow_step(z: torch.Tensor, u: torch.Tensor, t: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     """One step from time t to r: ``z_r = z_t - (t - r) u`` with ``u`` the average velocity over
-    [r, t] (MeanFlow, Geng et al. 2025: its definition ``(t - r) u = ∫_r^t v dτ``); with ``u`` the velocity at t, an Euler
-    step. ``t`` and ``r`` broadcast against ``z``."""
+    [r, t] (MeanFlow, Geng et al. 2025: its definition ``(t - r) u = ∫_r^t v dτ``); with ``u``
+    the velocity at t, an Euler step. ``t`` and ``r`` broadcast against ``z``."""
     return z - (t - r) * u
 
 

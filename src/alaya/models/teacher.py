@@ -4,8 +4,9 @@ Input per clip: noisy latents ``z`` (B, T, C, h, w), flow time ``t`` (B,), the G
 ``gbuffer`` (B, T, G, h, w) concatenated along channels, and a prompt embedding ``text``
 (B, 384) that — with the time embedding — drives adaptive group norms. Frames share a 2D U-Net
 (``alaya.nn.unet``: latent resolution and half of it, the student's core too) whose blocks mix
-information across frames with temporal convolutions that look both ways. Prompt dropout in training (``prompt_dropout``) lets the
-sampler use classifier-free guidance: the unconditional call passes a zero ``text``.
+information across frames with temporal convolutions that look both ways. Prompt dropout in
+training (``prompt_dropout``) lets the sampler use classifier-free guidance: the unconditional
+call passes a zero ``text``.
 """
 
 from __future__ import annotations

@@ -26,24 +26,16 @@ from alaya.runtime.backends import OnnxBackend
 from alaya.runtime.int8 import measure_ranges, save_ranges
 
 
-class _RecordingBackend:
+class _RecordingBackend(OnnxBackend):
     """An ``OnnxBackend`` whose sample-graph inputs are kept (for ``measure_ranges``)."""
 
-    def __init__(self, inner):
-        self.inner, self.size, self.sample_steps, self.feeds = inner, inner.size, inner.sample_steps, []
-
-    def frame(self, *args):
-        return self.inner.frame(*args)
-
-    def step(self, *args):
-        return self.inner.step(*args)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.feeds = []
 
     def sample(self, z, text, features):
-        self.feeds.append({k: v.copy() for k, v in self.inner.sample_feed(z, text, features).items()})
-        return self.inner.sample(z, text, features)
-
-    def decode(self, z, previous):
-        return self.inner.decode(z, previous)
+        self.feeds.append({k: v.copy() for k, v in self.sample_feed(z, text, features).items()})
+        return super().sample(z, text, features)
 
 
 def calibrate(weights: str | os.PathLike, data: str | os.PathLike, phrasings: Sequence[Sequence[str]],
@@ -68,7 +60,7 @@ def calibrate(weights: str | os.PathLike, data: str | os.PathLike, phrasings: Se
     inputs = [renderer_input(ds.load(i), 0, frames) for i in ids]
     size = int(np.shape(inputs[0]["depth"])[-1])
     with tempfile.TemporaryDirectory(prefix="alaya-int8-") as tmp:
-        recorder = _RecordingBackend(OnnxBackend.from_modules(student, enc, dec, size, tmp))
+        recorder = _RecordingBackend.from_modules(student, enc, dec, size, tmp)
         renderer = StudentRenderer(student, gbuffer_encoder=enc, decoder=dec, backend=recorder)
         jobs = [(x, style) for x in inputs for style in phrasings]
         for n, (x, style) in enumerate(tqdm(jobs, desc="int8 calibration", disable=not progress)):

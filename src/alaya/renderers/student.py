@@ -28,7 +28,7 @@ from alaya.codecs.gbuffer import check_gbuffer
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
 from alaya.paths import default_weights
-from alaya.runtime.backends import FullCodecBackend
+from alaya.runtime.backends import Backend, FullCodecBackend, make_backend
 from alaya.runtime.int8 import with_ranges
 from alaya.runtime.session import FRAME_KEYS, RenderSession
 from alaya.text import PromptEncoder
@@ -39,8 +39,11 @@ CODECS = ("full", "tiny")
 class StudentRenderer:
     def __init__(self, student: Student, codecs: str = "tiny", autoencoder: Autoencoder | None = None,
                  gbuffer_encoder: TinyGBufferEncoder | None = None, decoder: TinyDecoder | None = None,
-                 encoder: PromptEncoder | None = None, steps: int | None = None, guidance: float = 1.0,
-                 backend: str = "onnx", noise: str | None = None, int8_ranges=None, threads: int | None = None):
+                 prompt_encoder: PromptEncoder | None = None, steps: int | None = None, guidance: float = 1.0,
+                 backend: str | Backend = "onnx", noise: str | None = None, int8_ranges=None,
+                 threads: int | None = None):
+        """``backend``: a name of ``make_backend`` (the tiny codecs; the graphs of an onnxruntime
+        backend are exported for each frame size met), or a backend object."""
         if codecs not in CODECS:
             raise ValueError(f"codecs must be one of {CODECS}, got {codecs!r}")
         if codecs == "full" and autoencoder is None:
@@ -52,11 +55,13 @@ class StudentRenderer:
         self.student = student.eval()
         self.codecs, self.guidance = codecs, guidance
         self.steps = student.config.steps if steps is None else steps
-        self.encoder = encoder or PromptEncoder()
+        self.prompt_encoder = prompt_encoder or PromptEncoder()
         if codecs == "full":                   # the same streaming loop, with the full codecs
             backend = FullCodecBackend(student, autoencoder, guidance)
-        self.session = RenderSession(student, gbuffer_encoder, decoder, encoder=self.encoder, steps=self.steps,
-                                     noise=noise, backend=backend, int8_ranges=int8_ranges, threads=threads)
+        elif isinstance(backend, str):
+            backend = make_backend(backend, student, gbuffer_encoder, decoder, int8_ranges=int8_ranges,
+                                   threads=threads)
+        self.session = RenderSession(backend, prompt_encoder=self.prompt_encoder, steps=self.steps, noise=noise)
 
     @classmethod
     def from_pretrained(cls, folder: str | os.PathLike = default_weights("student"), codecs: str = "tiny",

@@ -63,11 +63,11 @@ class SamplerConfig:
 
 
 class TeacherRenderer:
-    def __init__(self, teacher: Teacher, autoencoder: Autoencoder, encoder: PromptEncoder | None = None,
+    def __init__(self, teacher: Teacher, autoencoder: Autoencoder, prompt_encoder: PromptEncoder | None = None,
                  sampler: SamplerConfig | None = None):
         self.teacher = teacher.eval()
         self.autoencoder = autoencoder.eval()
-        self.encoder = encoder or PromptEncoder()
+        self.prompt_encoder = prompt_encoder or PromptEncoder()
         self.sampler = sampler or SamplerConfig()
 
     @classmethod
@@ -130,5 +130,5 @@ class TeacherRenderer:
 
     def render(self, gbuffer: dict[str, np.ndarray], prompt: str, seed: int = 0, progress: bool = False) -> np.ndarray:
         """uint8 (T, H, W, 3) frames for a G-buffer clip and a free-text prompt (``progress``: a bar)."""
-        text = self.encoder.encode(prompt)[0]
+        text = self.prompt_encoder.encode(prompt)[0]
         return self.decode(self.sample_latents(self.gbuffer_latents(gbuffer), text, seed, self.view(gbuffer), progress))

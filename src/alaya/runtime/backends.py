@@ -1,6 +1,7 @@
-"""The per-frame networks of a render session, behind one interface, in torch or onnxruntime.
+"""The per-frame networks of a render or world session, behind one interface, in torch or
+onnxruntime.
 
-A frame of the Flash renderer is three kinds of network call:
+A frame of the Flash renderer is three kinds of network call, which every ``Backend`` has:
 
 - ``frame(x, context, valid, view) -> (g, features)``: the tiny G-buffer encoder on the raw
   G-buffer ``x`` (1, 9, H, W) and the student's per-frame input features (``Student.condition``;
@@ -10,18 +11,20 @@ A frame of the Flash renderer is three kinds of network call:
 - ``decode(z, previous) -> (rgb, state)``: the tiny streaming decoder, ``previous`` being its
   state from the frame before (None at the start of a stream).
 
-A render session reaches ``frame`` in two parts: ``prepare_frame`` (``gbuffer_condition``:
-the engine's arrays — G-buffer, motion, camera — to the frame's own features and latent flow)
-and ``attach_context`` (``context_condition``: the past warped into the frame and added), so
-that a pipeline can prepare frame n + 1 while frame n is being sampled. An ``OnnxBackend`` of a
-renderer runs each part as one graph (``stream``, ``context``), the others in torch around
-their ``frame``.
+On them a backend builds what a session does with a frame: ``prepare`` (``gbuffer_condition``:
+the engine's arrays — G-buffer, motion, camera — to the frame's own features and latent flow),
+``attach_context`` (``context_condition``: the past warped into the frame and added), so that a
+pipeline can prepare frame n + 1 while frame n is being sampled, and ``integrate`` (the frame's
+steps). ``Backend`` runs them in torch around the network calls; an ``OnnxBackend`` of a renderer
+runs each as one graph (``stream``, ``context``, ``sample``).
 
-``TorchBackend`` calls the modules; ``FullCodecBackend`` runs the distillation stages' full
-codecs (and guidance) through the same session loop; ``OnnxBackend`` exports the graphs once per frame size
-(``alaya.runtime.graphs.export_onnx``) and runs them with onnxruntime, whose small-convolution kernels are several
-times faster than torch's on a CPU at batch 1 (``bench/flash_ablation.py`` measures both). The
-ONNX graphs compute the same functions: outputs match torch to ~1e-5 (tested, tolerance 1e-3).
+``make_backend`` builds a backend from its name. ``TorchBackend`` calls the modules;
+``FullCodecBackend`` runs the distillation stages' full codecs (and guidance) through the same
+session loop; ``OnnxBackend`` runs the graphs exported for one frame size
+(``alaya.runtime.graphs.export_onnx``) with onnxruntime, whose small-convolution kernels are
+several times faster than torch's on a CPU at batch 1 (``bench/flash_ablation.py`` measures
+both), and ``OnnxBackends`` exports them for each frame size a session meets. The ONNX graphs
+compute the same functions: outputs match torch to ~1e-5 (tested, tolerance 1e-3).
 """
 
 from __future__ import annotations
@@ -49,16 +52,70 @@ RENDER_BACKENDS = (*BACKENDS, "onnx-int8")   # the student's steps (sample graph
 ONNX_TOLERANCE = 1e-3          # max abs difference to torch on latents and [0, 1] images (tested)
 
 
-class TorchBackend:
+class Backend:
+    """A session's networks for ``student`` (its ``frame``, ``step`` and ``decode``, in the
+    module docstring) and the per-frame work built on them, here in torch; stateless (a stream's
+    state lives in its session), so one backend serves many sessions. ``size``: the only frame
+    size it runs (None: any)."""
+    name = "base"
+    size: int | None = None
+
+    def __init__(self, student: Student | None):
+        self.student = student
+
+    def frame(self, x, context, valid, view=None):
+        raise NotImplementedError
+
+    def step(self, z, r, t, text, features):
+        raise NotImplementedError
+
+    def decode(self, z, previous):
+        raise NotImplementedError
+
+    def for_frame(self, H: int, W: int) -> "Backend":
+        """The backend that runs frames of H x W: this one, if it runs them."""
+        if self.size is not None and (H, W) != (self.size, self.size):
+            raise ValueError(f"this session's backend was built for {self.size}x{self.size} frames, got {H}x{W}")
+        return self
+
+    def glue_threads(self):
+        """A context for the torch operations a session runs between this backend's calls."""
+        return contextlib.nullcontext()
+
+    def prepare(self, inputs: dict[str, torch.Tensor], factor: int = 8):
+        """``gbuffer_condition`` for one frame (``inputs``: its ``STREAM_INPUTS``): (features, flow,
+        finite), around ``frame`` given an empty past (whose context part is zero: no bias)."""
+        c = self.student.config
+        H, W = inputs["depth"].shape[-2:]
+        empty = (torch.zeros(1, c.context, c.latent_channels, H // factor, W // factor),
+                 torch.zeros(1, c.context, 1, H // factor, W // factor))
+        return gbuffer_condition(lambda x, view: self.frame(x, *empty, view)[1], c.view_channels, **inputs,
+                                 factor=factor)
+
+    @torch.no_grad()
+    def attach_context(self, features: torch.Tensor, flow: torch.Tensor, context: torch.Tensor,
+                       valid: torch.Tensor):
+        """``context_condition``: (features, context, valid) with the past warped into the frame."""
+        return context_condition(self.student.condition_context, features, flow, context, valid)
+
+    def integrate(self, z: torch.Tensor, times: torch.Tensor, text: torch.Tensor, features: torch.Tensor):
+        """A frame's latents from its starting noise ``z`` by the steps on ``times`` (1 -> 0), one
+        ``step`` call per step (``meanflow.integrate_steps``, the update ``_SampleNet`` unrolls)."""
+        return integrate_steps(lambda z_, r, t: self.step(z_, r.reshape(1), t.reshape(1), text, features),
+                               z, times, self.student.config.average_velocity)
+
+
+class TorchBackend(Backend):
     """The modules in torch; ``channels_last`` and ``bf16`` (CPU autocast) are the usual CPU
     levers — bf16 pays off only on CPUs with native bf16 (AVX-512 BF16 / AMX); on AVX2 it is
     slower, so both are off by default (``docs/flash.md`` has the measurements). ``size``: the
     only frame size it accepts (None: any)."""
     name = "torch"
 
-    def __init__(self, student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder,
+    def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder,
                  channels_last: bool = False, bf16: bool = False, size: int | None = None):
-        self.nets = {"frame": _FrameNet(student, encoder).eval(), "step": _StepNet(student).eval(),
+        super().__init__(student)
+        self.nets = {"frame": _FrameNet(student, gbuffer_encoder).eval(), "step": _StepNet(student).eval(),
                      "decode": _DecodeNet(decoder).eval()}
         self.bf16, self.size = bf16, size
         if channels_last:
@@ -81,15 +138,15 @@ class TorchBackend:
         return self._run("decode", z, previous)
 
 
-class FullCodecBackend:
+class FullCodecBackend(Backend):
     """The distillation stages' setup: G-buffer latents from the full codec, the full decoder
     (no memory: ``decode`` hands its state back unchanged), and optional classifier-free
     guidance for a student that has not had it distilled in (two calls per step)."""
     name = "full"
-    size = None
 
     def __init__(self, student: Student, autoencoder: Autoencoder, guidance: float = 1.0):
-        self.student, self.autoencoder, self.guidance = student.eval(), autoencoder.eval(), guidance
+        super().__init__(student.eval())
+        self.autoencoder, self.guidance = autoencoder.eval(), guidance
 
     @torch.no_grad()
     def frame(self, x, context, valid, view=None):
@@ -109,39 +166,58 @@ class FullCodecBackend:
         return self.autoencoder.decode(z), previous
 
 
-def prepare_frame(backend, student: Student, inputs: dict[str, torch.Tensor], factor: int = 8):
-    """``gbuffer_condition`` for one frame (``inputs``: its ``STREAM_INPUTS``): (features, flow,
-    finite), by the backend's stream graph where it has one (``OnnxBackend`` of a renderer), else
-    in torch around the backend's ``frame`` given an empty past (whose context part is zero: no bias)."""
-    if getattr(backend, "has_stream", False):
-        return backend.stream(inputs)
-    c = student.config
-    H, W = inputs["depth"].shape[-2:]
-    empty = (torch.zeros(1, c.context, c.latent_channels, H // factor, W // factor),
-             torch.zeros(1, c.context, 1, H // factor, W // factor))
-    return gbuffer_condition(lambda x, view: backend.frame(x, *empty, view)[1], c.view_channels, **inputs,
-                             factor=factor)
+def make_backend(name: str, student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder,
+                 size: int | None = None, *, channels_last: bool = False, bf16: bool = False,
+                 folder: str | os.PathLike | None = None, threads: int | None = None, int8_ranges=None,
+                 factor: int = 8, steps: int | None = None) -> Backend:
+    """The backend ``name`` (``RENDER_BACKENDS``) of ``student`` with its codecs (no
+    ``gbuffer_encoder``: the frame network takes the conditioning latent itself, as the world
+    model's anchor). ``"torch"``: ``TorchBackend`` (``channels_last``, ``bf16``); ``"onnx"``:
+    onnxruntime (``OnnxBackend``: graphs exported for ``size``, into ``folder``, else the graph
+    cache ``alaya.runtime.onnx_cache``; ``threads`` per graph, default torch's; ``steps``: the
+    sample graph's, default the student's); ``"onnx-int8"``: the same with the sample graph
+    quantized from ``int8_ranges`` (``alaya.runtime.int8.load_ranges``). ``size`` None: a torch
+    backend runs any size, an onnxruntime one is ``OnnxBackends`` (exported per size met)."""
+    if name not in RENDER_BACKENDS:
+        raise ValueError(f"backend must be one of {RENDER_BACKENDS}, got {name!r}")
+    if name == "onnx-int8" and int8_ranges is None:
+        raise ValueError("backend 'onnx-int8' needs int8_ranges: the step graph's activation ranges "
+                         "(alaya.runtime.int8.load_ranges of the weights folder; alaya calibrate-int8 makes them)")
+    if size is not None and (size <= 0 or size % 16):
+        raise ValueError(f"size must be a positive multiple of 16, got {size}")
+    if name == "torch":
+        return TorchBackend(student, gbuffer_encoder, decoder, channels_last, bf16, size)
+    ranges = int8_ranges if name == "onnx-int8" else None
+    if size is None:
+        return OnnxBackends(name, student, gbuffer_encoder, decoder, folder=folder, threads=threads,
+                            int8_ranges=ranges, channels_last=channels_last, bf16=bf16, factor=factor, steps=steps)
+    return OnnxBackend.from_modules(student, gbuffer_encoder, decoder, size, folder, threads, factor, ranges, steps)
 
 
-def attach_context(backend, student: Student, features: torch.Tensor, flow: torch.Tensor, context: torch.Tensor,
-                   valid: torch.Tensor):
-    """``context_condition``: (features, context, valid) with the past warped into the frame, by
-    the backend's context graph where it has one, else in torch."""
-    if getattr(backend, "has_stream", False):
-        return backend.context(features, flow, context, valid)
-    with torch.no_grad():
-        return context_condition(student.condition_context, features, flow, context, valid)
+class OnnxBackends(Backend):
+    """An onnxruntime backend (``"onnx"`` or ``"onnx-int8"``) for frames of any size: the graphs
+    are exported at the first frame of each size (into ``folder/<size>`` if given) and those of
+    the latest size kept; a frame that is not square runs in torch (the graphs are square)."""
 
+    def __init__(self, name: str, student: Student, gbuffer_encoder: TinyGBufferEncoder | None,
+                 decoder: TinyDecoder, folder: str | os.PathLike | None = None, threads: int | None = None,
+                 int8_ranges=None, channels_last: bool = False, bf16: bool = False, factor: int = 8,
+                 steps: int | None = None):
+        super().__init__(student)
+        self.name, self.int8_ranges, self.folder = name, int8_ranges, folder
+        self.modules, self.options = (student, gbuffer_encoder, decoder), dict(threads=threads, factor=factor,
+                                                                               steps=steps)
+        self.torch = TorchBackend(student, gbuffer_encoder, decoder, channels_last, bf16)
+        self.current: OnnxBackend | None = None
 
-def integrate(backend, z: torch.Tensor, times: torch.Tensor, text: torch.Tensor, features: torch.Tensor,
-              average: bool) -> torch.Tensor:
-    """A frame's latents from its starting noise ``z`` by the steps on ``times`` (1 -> 0): the
-    backend's unrolled sample graph when it was built for that many steps, else one ``step`` call
-    per step (``meanflow.integrate_steps``, the update ``_SampleNet`` unrolls)."""
-    if getattr(backend, "sample_steps", None) == len(times) - 1:
-        return backend.sample(z, text, features)
-    return integrate_steps(lambda z_, r, t: backend.step(z_, r.reshape(1), t.reshape(1), text, features),
-                           z, times, average)
+    def for_frame(self, H: int, W: int) -> Backend:
+        if H != W:
+            return self.torch
+        if self.current is None or self.current.size != H:
+            folder = None if self.folder is None else f"{self.folder}/{H}"
+            self.current = make_backend(self.name, *self.modules, H, folder=folder, int8_ranges=self.int8_ranges,
+                                        **self.options)
+        return self.current
 
 
 def _as_input(a: torch.Tensor) -> np.ndarray:
@@ -188,7 +264,7 @@ def _session_options(threads: int, nhwc: bool = True):
     return opts
 
 
-class OnnxBackend:
+class OnnxBackend(Backend):
     """onnxruntime sessions for the per-frame graphs; stateless (the stream's state lives in the
     ``RenderSession``), so one backend serves many sessions, from many threads. ``sample`` runs a
     frame's ``sample_steps`` steps in one graph (the session uses it when its step count is that)
@@ -198,8 +274,11 @@ class OnnxBackend:
     MOD_CACHE = 32
 
     def __init__(self, folder: str | os.PathLike, threads: int | None = None, size: int | None = None,
-                 int8: bool = False):
+                 int8: bool = False, student: Student | None = None):
+        """``student``: the graphs' student, which the torch fallbacks read (the per-frame work
+        of a folder without stream and context graphs, the steps of another step count)."""
         import onnxruntime as ort
+        super().__init__(student)
         self.size = size
         self.name = "onnx-int8" if int8 else "onnx"
         threads = threads or torch.get_num_threads()
@@ -229,7 +308,7 @@ class OnnxBackend:
         self.solo_lock = threading.Lock()   # held by the one frame that runs alone on these graphs (``solo_threads``)
 
     @classmethod
-    def from_modules(cls, student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
+    def from_modules(cls, student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
                      folder: str | os.PathLike | None = None, threads: int | None = None,
                      factor: int = 8, int8_ranges=None, steps: int | None = None) -> "OnnxBackend":
         """Export the graphs for ``size`` and load them; with ``int8_ranges``
@@ -241,7 +320,7 @@ class OnnxBackend:
         from alaya.runtime import onnx_cache
 
         def export(into: Path) -> Path:
-            into = export_onnx(student, encoder, decoder, into, size, factor, steps)
+            into = export_onnx(student, gbuffer_encoder, decoder, into, size, factor, steps)
             if int8_ranges is not None:
                 from alaya.runtime.int8 import quantize_step
                 quantize_step(into / "sample.onnx", into / "sample_int8.onnx", int8_ranges)
@@ -249,18 +328,18 @@ class OnnxBackend:
 
         int8 = int8_ranges is not None
         if folder is not None:
-            return cls(export(Path(folder)), threads, size, int8=int8)
+            return cls(export(Path(folder)), threads, size, int8=int8, student=student)
         root = onnx_cache.cache_root()
         if root is not None:
-            key = onnx_cache.graphs_key((student, encoder, decoder), size=size, factor=factor,
+            key = onnx_cache.graphs_key((student, gbuffer_encoder, decoder), size=size, factor=factor,
                                         steps=steps or student.config.steps,
                                         int8=onnx_cache.ranges_setting(int8_ranges))
             try:
-                return cls(onnx_cache.cached_graphs(root, key, export), threads, size, int8=int8)
+                return cls(onnx_cache.cached_graphs(root, key, export), threads, size, int8=int8, student=student)
             except FileNotFoundError:        # the entry was pruned by another process as it was found
-                return cls(onnx_cache.cached_graphs(root, key, export), threads, size, int8=int8)
+                return cls(onnx_cache.cached_graphs(root, key, export), threads, size, int8=int8, student=student)
         with tempfile.TemporaryDirectory(prefix="alaya-onnx-") as tmp:
-            return cls(export(Path(tmp)), threads, size, int8=int8)
+            return cls(export(Path(tmp)), threads, size, int8=int8, student=student)
 
     def _run(self, name: str, *args: torch.Tensor) -> list[torch.Tensor]:
         ins, _ = NAMES[name]
@@ -272,6 +351,26 @@ class OnnxBackend:
 
     def step(self, z, r, t, text, features):
         return self._run("step", z, r, t, text, features)[0]
+
+    def glue_threads(self):
+        """With onnxruntime, torch only glues the graphs: one thread (``torch_threads``)."""
+        return torch_threads(1)
+
+    def prepare(self, inputs: dict[str, torch.Tensor], factor: int = 8):
+        """By the stream graph, if the folder has one (a renderer's); else in torch (``Backend``)."""
+        return self.stream(inputs) if self.has_stream else super().prepare(inputs, factor)
+
+    def attach_context(self, features, flow, context, valid):
+        """By the context graph, if the folder has one (a renderer's); else in torch (``Backend``)."""
+        if self.has_stream:
+            return self.context(features, flow, context, valid)
+        return super().attach_context(features, flow, context, valid)
+
+    def integrate(self, z, times, text, features):
+        """By the unrolled sample graph when it was built for that many steps; else step by step."""
+        if self.sample_steps == len(times) - 1:
+            return self.sample(z, text, features)
+        return super().integrate(z, times, text, features)
 
     def stream(self, inputs: dict[str, torch.Tensor]):
         """``gbuffer_condition`` in one run of the stream graph: (features, flow, finite)."""

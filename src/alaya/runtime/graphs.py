@@ -26,14 +26,15 @@ from alaya.nn.unet import strided_view_branch
 
 
 class _FrameNet(nn.Module):
-    """``encoder`` None: ``x`` already is the conditioning latent (the world model's anchor)."""
+    """``gbuffer_encoder`` None: ``x`` already is the conditioning latent (the world model's anchor)."""
 
-    def __init__(self, student: Student, encoder: TinyGBufferEncoder | None):
+    def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder | None):
         super().__init__()
-        self.student, self.encoder = student, encoder if encoder is not None else nn.Identity()
+        self.student = student
+        self.gbuffer_encoder = gbuffer_encoder if gbuffer_encoder is not None else nn.Identity()
 
     def forward(self, x, context, valid, view=None):
-        g = self.encoder(x)
+        g = self.gbuffer_encoder(x)
         return g, self.student.condition(g, context, valid, view)
 
 
@@ -44,12 +45,12 @@ class _GBufferNet(nn.Module):
     """The frame's own features (``Student.condition_gbuffer``) from the raw G-buffer ``x``
     through the tiny G-buffer encoder."""
 
-    def __init__(self, student: Student, encoder: TinyGBufferEncoder):
+    def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder):
         super().__init__()
-        self.student, self.encoder = student, encoder
+        self.student, self.gbuffer_encoder = student, gbuffer_encoder
 
     def forward(self, x, view=None):
-        return self.student.condition_gbuffer(self.encoder(x), view)
+        return self.student.condition_gbuffer(self.gbuffer_encoder(x), view)
 
 
 def gbuffer_condition(gbuffer_features, view_channels: int, albedo, normal, depth, roughness, metallic, motion,
@@ -93,9 +94,10 @@ class _StreamNet(nn.Module):
     the checks and the G-buffer encoder and input layer in one onnxruntime run (they were ~3.5 ms
     of torch operations a frame between graphs at 128²)."""
 
-    def __init__(self, student: Student, encoder: TinyGBufferEncoder, factor: int = 8):
+    def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, factor: int = 8):
         super().__init__()
-        self.net, self.view_channels, self.factor = _GBufferNet(student, encoder), student.config.view_channels, factor
+        self.net = _GBufferNet(student, gbuffer_encoder)
+        self.view_channels, self.factor = student.config.view_channels, factor
 
     def forward(self, albedo, normal, depth, roughness, metallic, motion, rotation, rays, xy):
         return gbuffer_condition(self.net, self.view_channels, albedo, normal, depth, roughness, metallic, motion,
@@ -177,14 +179,14 @@ class _DecodeNet(nn.Module):
         return self.decoder(z, previous)
 
 
-def example_inputs(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
+def example_inputs(student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
                    factor: int = 8):
     """Zero tensors with the shapes of one frame at ``size`` x ``size`` (batch 1), with latents
     ``factor`` times smaller. Without a G-buffer encoder the frame graph takes the conditioning
     latent (1, G, size/factor, size/factor)."""
     c = student.config
     h = size // factor
-    x = (torch.zeros(1, GBUFFER_INPUT_CHANNELS, size, size) if encoder is not None
+    x = (torch.zeros(1, GBUFFER_INPUT_CHANNELS, size, size) if gbuffer_encoder is not None
          else torch.zeros(1, c.gbuffer_channels, h, h))
     view = (torch.zeros(1, c.view_channels, size, size),) if c.view_channels else ()
     context = (torch.zeros(1, c.context, c.latent_channels, h, h), torch.zeros(1, c.context, 1, h, h))
@@ -228,11 +230,12 @@ def _for_export(student: Student) -> Student:
     return clone.eval()
 
 
-def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, folder: str | os.PathLike,
+def export_onnx(student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder,
+                folder: str | os.PathLike,
                 size: int = 128, factor: int = 8, steps: int | None = None) -> Path:
     """Write ``frame.onnx``, ``step.onnx``, ``sample.onnx`` (``steps`` steps unrolled, default the
     student's ``config.steps``, their count in the model's metadata ``alaya.steps``), the prompt's
-    ``modulation.onnx`` for them, ``decode.onnx`` and, with a G-buffer ``encoder``, ``stream.onnx``
+    ``modulation.onnx`` for them, ``decode.onnx`` and, with a ``gbuffer_encoder``, ``stream.onnx``
     and ``context.onnx`` (``gbuffer_condition``, ``context_condition``: the engine's arrays to the
     frame's features) for frames of ``size`` x
     ``size`` (latents ``factor`` times smaller) into ``folder`` (each written to a temporary name,
@@ -242,13 +245,13 @@ def export_onnx(student: Student, encoder: TinyGBufferEncoder | None, decoder: T
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     steps = steps or student.config.steps
-    nets = {"frame": _FrameNet(_for_export(student), encoder), "step": _StepNet(student),
+    nets = {"frame": _FrameNet(_for_export(student), gbuffer_encoder), "step": _StepNet(student),
             "modulation": _ModulationNet(student, steps), "sample": _SampleNet(student, steps),
             "decode": _DecodeNet(decoder)}
-    if encoder is not None:
-        nets["stream"] = _StreamNet(_for_export(student), encoder, factor)
+    if gbuffer_encoder is not None:
+        nets["stream"] = _StreamNet(_for_export(student), gbuffer_encoder, factor)
         nets["context"] = _ContextNet(student)
-    inputs = example_inputs(student, encoder, decoder, size, factor)
+    inputs = example_inputs(student, gbuffer_encoder, decoder, size, factor)
     for name, net in nets.items():
         tmp = folder / f".{name}.{os.getpid()}.onnx"
         ins, outs = NAMES[name]

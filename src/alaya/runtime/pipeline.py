@@ -45,14 +45,12 @@ class StreamPipeline:
     def __init__(self, session, depth: int = 2):
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
-        if getattr(session, "_pipeline", None) is not None:
-            raise RuntimeError("this session is already driven by a StreamPipeline")
+        session.set_pipeline(self)                      # refuses a session another pipeline drives
         self.session, self.depth = session, depth
         self._sampler = ThreadPoolExecutor(1, thread_name_prefix="alaya-sample")
         self._decoder = ThreadPoolExecutor(1, thread_name_prefix="alaya-decode")
         self._inflight: deque[Future] = deque()
         self._local = threading.local()                 # marks this pipeline's decoding thread
-        session._pipeline = self
 
     def submit(self, frame: Mapping[str, np.ndarray]) -> Future:
         """Prepare ``frame`` on this thread, then sample and decode it on the pipeline's threads;
@@ -112,7 +110,7 @@ class StreamPipeline:
         self._sampler.shutdown(wait=not own_thread)
         self._decoder.shutdown(wait=not own_thread)
         self._sampler = self._decoder = None
-        self.session._pipeline = None
+        self.session.set_pipeline(None)
 
     def __enter__(self) -> "StreamPipeline":
         return self

@@ -6,9 +6,9 @@ student's last ``context`` output latents) is warped into the new frame by its m
 the student's per-frame input features are computed once; the student integrates the frame's
 latents from noise in ``steps`` steps (MeanFlow steps ``z_r = z_t - (t - r) u`` once it
 predicts average velocities, Euler steps before); the tiny streaming decoder (with its own
-one-frame memory) turns them into RGB. The networks run in torch or onnxruntime
-(``alaya.runtime.backends``). Everything held across frames has a fixed size, so memory stays flat over an
-unbounded stream.
+one-frame memory) turns them into RGB. The networks run on a backend object, in torch or
+onnxruntime (``alaya.runtime.backends.make_backend``). Everything held across frames has a fixed
+size, so memory stays flat over an unbounded stream.
 
 Noise (``noise``, default the student's ``config.noise``) for frame n is drawn from a generator
 seeded by (seed, n) (``"frame"``), or every frame starts from the same noise, seeded by seed alone
@@ -26,7 +26,6 @@ view input also carries the raw G-buffer (``gbuffer.PIXEL_VIEW_CHANNELS``) still
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -34,11 +33,9 @@ import numpy as np
 import torch
 
 from alaya.codecs.gbuffer import MODALITIES, as_tensor, camera_inputs, camera_view, check_gbuffer
-from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.diffusion.flow import time_grid
-from alaya.models.student import Student, push_context
-from alaya.runtime.backends import (RENDER_BACKENDS, OnnxBackend, TorchBackend, attach_context, integrate,
-                                   prepare_frame, torch_threads)
+from alaya.models.student import push_context
+from alaya.runtime.backends import Backend
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")
@@ -49,27 +46,21 @@ NOISE_MODES = ("frame", "fixed")
 class PreparedFrame:
     """A frame checked and converted (``RenderSession.prepare``), ready to be sampled: what it
     needs from the past is added only then."""
-    backend: object
+    backend: Backend                # the one that runs the frame's size (``Backend.for_frame``)
     features: torch.Tensor          # (1, widths[0], h, w): the frame's own features (``condition_gbuffer``)
     flow: torch.Tensor              # (1, 2, h, w): its latent flow, to warp the context by
     text: torch.Tensor              # (1, D): the prompt at the time it was prepared
 
 
 class RenderSession:
-    def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder | None,
-                 prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None, seed: int = 0,
-                 channels_last: bool = False, backend="torch", onnx_folder: str | None = None,
-                 bf16: bool = False, noise: str | None = None, intrinsics: np.ndarray | None = None,
-                 int8_ranges: Mapping | None = None, threads: int | None = None, solo_backend=None):
-        """``backend``: ``"torch"``, ``"onnx"`` (onnxruntime; the graphs are exported on the first
-        frame of each size, into ``onnx_folder``, else the graph cache ``alaya.runtime.onnx_cache``)
-        or ``"onnx-int8"`` (the same with the step graph quantized from ``int8_ranges``,
-        ``alaya.runtime.int8.load_ranges``), or a backend object (``alaya.runtime.backends``), e.g.
-        one shared with other sessions (``SessionFactory``); the codec modules may then be None. ``channels_last`` and ``bf16``
-        (CPU autocast) apply to the torch backend; ``threads``: each onnxruntime graph's threads
-        (default torch's; 1 for a ``StreamPipeline``, which runs the graphs side by side).
-        ``solo_backend``: with a shared ``backend``, the same graphs with more threads, for frames
-        prepared with ``solo`` (``SessionFactory``'s ``solo_threads``)."""
+    def __init__(self, backend: Backend, prompt: str = "", prompt_encoder: PromptEncoder | None = None,
+                 steps: int | None = None, seed: int = 0, noise: str | None = None,
+                 intrinsics: np.ndarray | None = None, solo_backend: Backend | None = None):
+        """``backend``: the student's networks (``alaya.runtime.backends.make_backend``), this
+        session's own or one shared with other sessions (``SessionFactory``). ``solo_backend``:
+        with a shared ``backend``, the same graphs with more threads, for frames prepared with
+        ``solo`` (``SessionFactory``'s ``solo_threads``)."""
+        student = backend.student
         steps = student.config.steps if steps is None else steps
         noise = student.config.noise if noise is None else noise
         if noise not in NOISE_MODES:
@@ -77,23 +68,10 @@ class RenderSession:
         self.noise = noise
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
-        if isinstance(backend, str) and backend not in RENDER_BACKENDS:
-            raise ValueError(f"backend must be one of {RENDER_BACKENDS}, got {backend!r}")
-        if backend == "onnx-int8" and int8_ranges is None:
-            raise ValueError("backend 'onnx-int8' needs int8_ranges: the step graph's activation ranges "
-                             "(alaya.runtime.int8.load_ranges of the weights folder; alaya calibrate-int8 makes them)")
-        self.int8_ranges = int8_ranges if backend == "onnx-int8" else None
         self.student = student.eval()
-        self.gbuffer_encoder, self.tiny_decoder = gbuffer_encoder, decoder
-        self.backend_name = backend if isinstance(backend, str) else "shared"
-        self.onnx_folder = onnx_folder
-        self.threads = threads
-        self.solo_backend = solo_backend
-        self._pipeline = None                           # the StreamPipeline driving this session, if any
-        self.torch_backend = (TorchBackend(self.student, gbuffer_encoder, decoder, channels_last, bf16)
-                              if isinstance(backend, str) else None)
-        self.backend = backend if not isinstance(backend, str) else self.torch_backend if backend == "torch" else None
-        self.encoder = encoder or PromptEncoder()
+        self.backend, self.solo_backend = backend, solo_backend
+        self.pipeline = None                            # the StreamPipeline driving this session, if any
+        self.prompt_encoder = prompt_encoder or PromptEncoder()
         self.steps, self.seed = steps, seed
         self.intrinsics = None if intrinsics is None else np.asarray(intrinsics, np.float32)
         self.times = time_grid(steps)
@@ -104,14 +82,21 @@ class RenderSession:
 
     def set_prompt(self, prompt: str) -> None:
         """Use ``prompt`` from the next frame on (the empty prompt means unconditional)."""
-        self.text = self.encoder.encode(prompt).reshape(1, -1)
+        self.text = self.prompt_encoder.encode(prompt).reshape(1, -1)
         self.prompt = prompt
+
+    def set_pipeline(self, pipeline) -> None:
+        """Hand the session to a ``StreamPipeline`` (``None``: back from it). While one drives it,
+        ``step`` refuses and ``reset`` goes through the pipeline."""
+        if pipeline is not None and self.pipeline is not None:
+            raise RuntimeError("this session is already driven by a StreamPipeline")
+        self.pipeline = pipeline
 
     def reset(self) -> None:
         """Forget the past: the next frame starts a new stream (frame index 0). In a session driven
         by a ``StreamPipeline``, the frames submitted before the call still belong to the old one."""
-        if self._pipeline is not None:
-            self._pipeline.reset()
+        if self.pipeline is not None:
+            self.pipeline.reset()
             return
         self.reset_stream()
         self.decoder_state: torch.Tensor | None = None
@@ -122,20 +107,6 @@ class RenderSession:
         self.frame_index = 0
         self.context: torch.Tensor | None = None        # (1, K, C, h, w), newest first
         self.valid: torch.Tensor | None = None          # (1, K, 1, h, w)
-
-    def _backend_for(self, H: int, W: int):
-        if self.backend_name in ("onnx", "onnx-int8"):
-            if H != W:                                  # the graphs are exported for square frames
-                return self.torch_backend
-            if getattr(self.backend, "size", None) != H:
-                folder = None if self.onnx_folder is None else f"{self.onnx_folder}/{H}"
-                self.backend = OnnxBackend.from_modules(self.student, self.gbuffer_encoder, self.tiny_decoder, H, folder,
-                                                        int8_ranges=self.int8_ranges, threads=self.threads)
-            return self.backend
-        size = getattr(self.backend, "size", None)
-        if size is not None and (H, W) != (size, size):
-            raise ValueError(f"this session's backend was built for {size}x{size} frames, got {H}x{W}")
-        return self.backend
 
     @staticmethod
     def _check(frame: Mapping[str, np.ndarray]) -> tuple[int, int]:
@@ -187,25 +158,21 @@ class RenderSession:
     def release_solo(self) -> None:
         self.solo_backend.solo_lock.release()
 
-    def _threads(self, backend):
-        """With onnxruntime, torch only glues the graphs: one thread (``torch_threads``)."""
-        return torch_threads(1) if isinstance(backend, OnnxBackend) else contextlib.nullcontext()
-
     @torch.no_grad()
     def prepare(self, frame: Mapping[str, np.ndarray], solo: bool = False) -> PreparedFrame:
-        """The part of a frame's work that needs no past (``backends.prepare_frame``): checks,
+        """The part of a frame's work that needs no past (``Backend.prepare``): checks,
         conversion, the G-buffer encoder and the frame's own features, with the current prompt.
         A bad frame raises here, naming the key at fault, and the stream is unchanged. Then
         ``sample`` it; ``StreamPipeline`` prepares frame n + 1 while frame n is being sampled.
         ``solo``: the frame runs alone, on the ``solo_backend`` if the session has one (the same
         graphs: the same pixels)."""
         H, W = self._check(frame)
-        backend = self._backend_for(H, W)
+        backend = self.backend.for_frame(H, W)
         if solo and self.solo_backend is not None and backend is self.backend:
             backend = self.solo_backend
-        with self._threads(backend):
+        with backend.glue_threads():
             inputs = self._stream_inputs(frame, H, W)
-            features, flow, finite = prepare_frame(backend, self.student, inputs)
+            features, flow, finite = backend.prepare(inputs)
             if not finite:
                 self._name_nonfinite(inputs)
         return PreparedFrame(backend, features, flow, self.text)
@@ -219,34 +186,33 @@ class RenderSession:
         fresh = self.context is None or self.context.shape[-2:] != (h, w)    # a new stream, or a new size
         context = torch.zeros(1, K, C, h, w) if fresh else self.context
         valid = torch.zeros(1, K, 1, h, w) if fresh else self.valid
-        with self._threads(prepared.backend):
+        backend = prepared.backend
+        with backend.glue_threads():
             # the context is warped into this frame (a no-op on the zeros of a stream's first frame)
-            features, context, valid = attach_context(prepared.backend, self.student, prepared.features,
-                                                      prepared.flow, context, valid)
+            features, context, valid = backend.attach_context(prepared.features, prepared.flow, context, valid)
             gen = torch.Generator().manual_seed((self.seed * 1_000_003      # mod 2**64: any uint64 seed
                                                  + (self.frame_index if self.noise == "frame" else 0)) % 2**64)
             z = torch.randn(1, C, h, w, generator=gen)
-            z = integrate(prepared.backend, z, self.times, prepared.text, features,
-                          self.student.config.average_velocity)
+            z = backend.integrate(z, self.times, prepared.text, features)
         # nothing of the stream changes before here: a frame that raised left it as it was
         self.context, self.valid = push_context(context, valid, z)
         self.frame_index += 1
         return z, fresh
 
     @torch.no_grad()
-    def decode(self, backend, latents: torch.Tensor, fresh: bool) -> np.ndarray:
+    def decode(self, backend: Backend, latents: torch.Tensor, fresh: bool) -> np.ndarray:
         """uint8 (H, W, 3) from a frame's latents by the tiny streaming decoder, whose memory
         starts afresh with a stream (``fresh``, from ``sample``)."""
         if fresh:
             self.decoder_state = None
-        with self._threads(backend):
+        with backend.glue_threads():
             img, self.decoder_state = backend.decode(latents, self.decoder_state)
             return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
     def _advance(self, frame: Mapping[str, np.ndarray], decode: bool = False):
         """One frame: the student's output latents (1, C, h, w), or with ``decode`` the uint8
         (H, W, 3) frame."""
-        if self._pipeline is not None:
+        if self.pipeline is not None:
             raise RuntimeError("this session is driven by a StreamPipeline; submit frames to it, or close it first")
         prepared = self.prepare(frame)
         z, fresh = self.sample(prepared)

@@ -28,18 +28,19 @@ from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose
 from alaya.models.world import WorldModel
 from alaya.paths import default_weights
-from alaya.runtime.backends import BACKENDS, OnnxBackend, TorchBackend, integrate
+from alaya.runtime.backends import BACKENDS, Backend, make_backend
 from alaya.text import PromptEncoder
 
 
 class WorldSession:
     def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
-                 prompt: str = "", encoder: PromptEncoder | None = None, steps: int | None = None,
-                 seed: int = 0, size: int = 64, backend="torch", context_noise: float | None = None,
-                 stabilize: bool = True):
+                 prompt: str = "", prompt_encoder: PromptEncoder | None = None, steps: int | None = None,
+                 seed: int = 0, size: int = 64, backend: str | Backend = "torch",
+                 context_noise: float | None = None, stabilize: bool = True):
         """``autoencoder`` / ``decoder``: the model's codec (``codecs_for``: only a model in the
-        autoencoder's latent space needs them). ``backend``: "torch", "onnx" (graphs exported
-        once for ``size``) or a backend object shared with other sessions (``WorldSessionFactory``)."""
+        autoencoder's latent space needs them). ``backend``: "torch", "onnx" (``make_backend``:
+        graphs exported once for ``size``) or a backend object shared with other sessions
+        (``WorldSessionFactory``)."""
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -52,12 +53,10 @@ class WorldSession:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         self.size, self.seed, self.stabilize = size, seed, stabilize
         self.context_noise = c.play_context_noise if context_noise is None else context_noise
-        if backend == "torch":
-            backend = TorchBackend(model.core, None, decoder, size=size)
-        elif backend == "onnx":
-            backend = OnnxBackend.from_modules(model.core, None, decoder, size, factor=c.factor, steps=self.steps)
+        if isinstance(backend, str):
+            backend = make_backend(backend, model.core, None, decoder, size, factor=c.factor, steps=self.steps)
         self.backend = backend
-        self.encoder = encoder or PromptEncoder()
+        self.prompt_encoder = prompt_encoder or PromptEncoder()
         self.times = time_grid(self.steps)
         self.prompt = ""
         self.style = torch.zeros(1, c.text_dim)
@@ -66,7 +65,7 @@ class WorldSession:
 
     def set_prompt(self, prompt: str) -> None:
         """The style prompt, from the next frame on."""
-        self.style = self.encoder.encode(prompt).reshape(1, -1)
+        self.style = self.prompt_encoder.encode(prompt).reshape(1, -1)
         self.prompt = prompt
 
     def _check_frame(self, frame) -> torch.Tensor:
@@ -130,7 +129,7 @@ class WorldSession:
                                          self.pose, pitch)                                # anchor_warp
         _, features = self.backend.frame(anchor, context * valid, valid)
         z = torch.randn(self.anchor.shape, generator=gen)
-        z = integrate(self.backend, z, self.times, cond, features, self.model.core.config.average_velocity)
+        z = self.backend.integrate(z, self.times, cond, features)
         z = self.model.finish(z, context[:, 0], self.stabilize)
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
@@ -172,17 +171,16 @@ class WorldSessionFactory:
     """Many world sessions over one set of loaded weights and one (stateless) backend."""
 
     def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
-                 size: int = 64, backend: str = "onnx", encoder: PromptEncoder | None = None,
+                 size: int = 64, backend: str = "onnx", prompt_encoder: PromptEncoder | None = None,
                  threads: int | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         self.model, self.autoencoder, self.decoder = model.eval(), autoencoder.eval(), decoder.eval()
         self.size = size
-        self.encoder = encoder or PromptEncoder()
-        self.backend = (OnnxBackend.from_modules(model.core, None, decoder, size, threads=threads,
-                                                 factor=model.config.factor, steps=model.config.steps)
-                        if backend == "onnx" else TorchBackend(model.core, None, decoder, size=size))
+        self.prompt_encoder = prompt_encoder or PromptEncoder()
+        self.backend = make_backend(backend, model.core, None, decoder, size, threads=threads,
+                                    factor=model.config.factor, steps=model.config.steps)
 
     @classmethod
     def from_pretrained(cls, weights=default_weights("world_model"), autoencoder=default_weights("autoencoder"),
@@ -193,8 +191,8 @@ class WorldSessionFactory:
         return cls(model, Autoencoder.from_pretrained(autoencoder), TinyDecoder.from_pretrained(decoder), **kwargs)
 
     def new(self, prompt: str = "", seed: int = 0) -> WorldSession:
-        return WorldSession(self.model, self.autoencoder, self.decoder, prompt=prompt, encoder=self.encoder,
-                            seed=seed, size=self.size, backend=self.backend)
+        return WorldSession(self.model, self.autoencoder, self.decoder, prompt=prompt,
+                            prompt_encoder=self.prompt_encoder, seed=seed, size=self.size, backend=self.backend)
 
 
 def load_start_frames(folder, size: int | None = None) -> list[np.ndarray]:

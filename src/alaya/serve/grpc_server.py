@@ -149,8 +149,8 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
         return render_pb2.InfoReply(
             model=self.config.model_name, backend=self.config.backend, width=size, height=size, styles=styles,
             max_sessions=self.slots.limit, active_sessions=self.slots.active,
-            max_message_bytes=self.config.max_message_bytes, max_prompt_chars=self.factory.encoder.max_chars,
-            version=__version__)
+            max_message_bytes=self.config.max_message_bytes,
+            max_prompt_chars=self.factory.prompt_encoder.max_chars, version=__version__)
 
     def Render(self, request_iterator, context) -> Iterator[render_pb2.RGBFrame]:
         release = self.slots.acquire()
@@ -177,7 +177,7 @@ class RenderServicer(render_pb2_grpc.RendererServicer):
         ended = threading.Event()
         threading.Thread(target=_read_requests, args=(requests, events, room, ended),
                          name="alaya-grpc-read", daemon=True).start()
-        stream = _Stream(self.factory, StreamPrompt(self.factory.encoder))
+        stream = _Stream(self.factory, StreamPrompt(self.factory.prompt_encoder))
         pending: deque = deque()                         # (msg, t0, t1, future of the RGB) in order
         done_at: dict = {}                               # future -> when its RGB was ready
         idle = self.config.idle_timeout

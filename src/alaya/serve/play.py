@@ -74,8 +74,8 @@ def build_app(cfg: PlayConfig):
 
     factory = SessionFactory.from_pretrained(cfg.weights, cfg.gbuffer_encoder, cfg.decoder, size=cfg.size,
                                              backend=cfg.backend, threads=cfg.threads)
-    factory.encoder.encode(cfg.prompt)       # a style's phrasing: from the shipped embeddings, no model
-    preload_text_model(factory.encoder)
+    factory.prompt_encoder.encode(cfg.prompt)    # a style's phrasing: from the shipped embeddings, no model
+    preload_text_model(factory.prompt_encoder)
 
     def make_stream():
         return InteractiveStream(seed=cfg.seed, config=InteractiveConfig(size=cfg.size, fps=cfg.fps))
@@ -91,9 +91,9 @@ def _build_world_app(cfg: PlayConfig, web):
     factory = WorldSessionFactory.from_pretrained(cfg.world_weights, decoder=cfg.decoder, size=cfg.size,
                                                   backend=cfg.backend, threads=cfg.threads)
     starts = load_start_frames(cfg.world_weights, cfg.size)
-    actions = ActionText(factory.encoder)
+    actions = ActionText(factory.prompt_encoder)
     actions.resolve("cast a fireball")                       # the action phrases: shipped embeddings, no model
-    preload_text_model(factory.encoder)
+    preload_text_model(factory.prompt_encoder)
     return create_world_app(factory, starts, web, actions)
 
 

@@ -224,7 +224,7 @@ def create_app(factory, make_stream: Callable[[], object], config: WebConfig | N
 
     def new_player() -> Player:
         session = factory.new(cfg.prompt, cfg.seed)
-        state = {"style": "clear_noon", "prompts": PromptSwitch(session.encoder)}
+        state = {"style": "clear_noon", "prompts": PromptSwitch(session.prompt_encoder)}
         return Player(session, make_stream, lambda event, rt: _engine_event(event, rt, state))
 
     return create_game_app(Game("engine", factory.size, schema(), parse_event, new_player), cfg)

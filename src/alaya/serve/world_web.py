@@ -101,12 +101,12 @@ def create_world_app(factory, starts: list[np.ndarray], config: WebConfig | None
     if not starts:
         raise ValueError("the world mode needs at least one start frame")
     cfg = config or WebConfig()
-    actions = actions or ActionText(factory.encoder)
+    actions = actions or ActionText(factory.prompt_encoder)
 
     def new_player() -> Player:
         session = factory.new(cfg.prompt, cfg.seed)
         session.reset(starts[0])
-        stream, state, prompts = ActionStream(), {"start": 0}, PromptSwitch(session.encoder)
+        stream, state, prompts = ActionStream(), {"start": 0}, PromptSwitch(session.prompt_encoder)
 
         def handle(event, rt: RealtimeLoop) -> dict | None:
             if isinstance(event, Move):

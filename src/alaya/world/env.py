@@ -81,7 +81,7 @@ class WorldModelEnv(gym.Env):
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
         self.factory = WorldSessionFactory.from_pretrained(weights, autoencoder, decoder, size=size,
-                                                           backend=backend, encoder=encoder or shared_encoder(),
+                                                           backend=backend, prompt_encoder=encoder or shared_encoder(),
                                                            threads=threads)
         self.starts = load_start_frames(weights, size)
         self.prompt, self.max_steps = prompt, max_steps
