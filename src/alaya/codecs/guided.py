@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from alaya.codecs.gbuffer import GUIDE_CHANNELS
+from alaya.codecs.tiny import with_memory
 from alaya.nn.blocks import check_image, conv
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
@@ -87,13 +88,7 @@ class GuidedDecoder(nn.Module):
             raise ValueError(f"guided decoder guide: expected {(B, c.guide_channels, 8 * h, 8 * w)}, "
                              f"got {tuple(guide.shape)}")
         s = self.stem(z)
-        x = s
-        if self.memory is not None:
-            prev = torch.zeros_like(s) if previous is None else previous
-            if prev.shape != s.shape:
-                raise ValueError(f"guided decoder state has shape {tuple(prev.shape)}, "
-                                 f"expected {tuple(s.shape)}; reset between streams")
-            x = s + self.memory(torch.cat([s, prev], 1))
+        x = with_memory(self.memory, s, previous, "guided decoder")
         g0 = self.guide0(guide)
         g1 = self.guide1(g0)
         g2 = self.guide2(g1)

@@ -90,6 +90,18 @@ class TinyGBufferEncoder(nn.Module):
         return from_pretrained(cls, TinyGBufferEncoderConfig, folder)
 
 
+def with_memory(memory: nn.Module | None, h: torch.Tensor, previous: torch.Tensor | None, name: str) -> torch.Tensor:
+    """TAEHV's temporal memory: features ``h`` plus ``memory`` of them beside the previous frame's
+    (zeros at a stream's start, ``previous`` None); ``h`` itself without a memory."""
+    if memory is None:
+        return h
+    prev = torch.zeros_like(h) if previous is None else previous
+    if prev.shape != h.shape:
+        raise ValueError(f"{name} state has shape {tuple(prev.shape)}, expected {tuple(h.shape)}; "
+                         "reset between streams")
+    return h + memory(torch.cat([h, prev], 1))
+
+
 @dataclass
 class TinyDecoderConfig:
     latent_channels: int = 32
@@ -126,13 +138,7 @@ class TinyDecoder(nn.Module):
         of a stream). Returns (image in [0, 1], this frame's stem features for the next call)."""
         check_image(z, self.config.latent_channels, 1, "tiny decoder latent")
         h = self.stem(z)
-        x = h
-        if self.memory is not None:
-            prev = torch.zeros_like(h) if previous is None else previous
-            if prev.shape != h.shape:
-                raise ValueError(f"tiny decoder state has shape {tuple(prev.shape)}, "
-                                 f"expected {tuple(h.shape)}; call reset() between streams")
-            x = h + self.memory(torch.cat([h, prev], 1))
+        x = with_memory(self.memory, h, previous, "tiny decoder")
         img = (self.linear(z) + self.body(x)) * 0.5 + 0.5
         return (img if self.training else img.clamp(0, 1)), h
 
