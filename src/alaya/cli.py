@@ -106,11 +106,12 @@ def _play(a: argparse.Namespace) -> int:
 
 
 def _export_onnx(a: argparse.Namespace) -> int:
-    from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
+    from alaya.codecs.guided import load_decoder
+    from alaya.codecs.tiny import TinyGBufferEncoder
     from alaya.models.student import Student
     from alaya.runtime.graphs import export_onnx
     folder = export_onnx(Student.from_pretrained(a.weights), TinyGBufferEncoder.from_pretrained(a.gbuffer_encoder),
-                         TinyDecoder.from_pretrained(a.decoder), a.out, a.size)
+                         load_decoder(a.decoder), a.out, a.size)
     for name in ("frame", "step", "sample", "decode"):
         print(f"wrote {folder / (name + '.onnx')}")
     return 0
@@ -305,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export-onnx", help="the student's per-frame networks as ONNX graphs (onnxruntime)")
     ex.add_argument("--weights", default=default_weights("student"))
     ex.add_argument("--gbuffer-encoder", default=default_weights("tiny_gbuffer_encoder"))
-    ex.add_argument("--decoder", default=default_weights("tiny_decoder"))
+    ex.add_argument("--decoder", default=default_weights("guided_decoder"))
     ex.add_argument("--size", type=int, default=128, help="frame size (square, a multiple of 16)")
     ex.add_argument("--out", required=True,
                     help="folder for stream.onnx, frame.onnx, step.onnx, modulation.onnx, sample.onnx, decode.onnx")
@@ -318,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--clips", type=int, default=4)
     ci.add_argument("--frames", type=int, default=8)
     ci.add_argument("--gbuffer-encoder", default=default_weights("tiny_gbuffer_encoder"))
-    ci.add_argument("--decoder", default=default_weights("tiny_decoder"))
+    ci.add_argument("--decoder", default=default_weights("guided_decoder"))
     ci.add_argument("--method", default="percentile", choices=["percentile", "minmax"],
                     help="percentile: each activation's range without its rarest outliers")
     ci.add_argument("--percentile", type=float, default=99.99, help="with --method percentile")
@@ -329,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     sv.add_argument("--weights", default=default_weights("student"))
     sv.add_argument("--gbuffer-encoder", default=default_weights("tiny_gbuffer_encoder"))
-    sv.add_argument("--decoder", default=default_weights("tiny_decoder"))
+    sv.add_argument("--decoder", default=default_weights("guided_decoder"))
     sv.add_argument("--backend", default="onnx-int8", choices=["onnx-int8", "onnx", "torch"],
                     help="onnx-int8: the student's steps quantized (ranges beside its weights)")
     sv.add_argument("--size", type=int, default=128, help="the frame size served (square, a multiple of 16)")

@@ -26,6 +26,11 @@ def test_pipelined_frames_equal_the_sequential_ones(frames, backend):
     assert np.array_equal(piped(session(backend=backend), frames, depth=5), expected)
 
 
+def test_pipelined_frames_of_a_guided_decoder_equal_the_sequential_ones(frames):
+    expected = session(guided=True).run(frames)
+    assert np.array_equal(piped(session(guided=True), frames), expected)
+
+
 @pytest.mark.parametrize("backend,depth", [("torch", 1), ("torch", 2), ("onnx", 2), ("onnx", 5)])
 def test_prompt_switches_and_resets_keep_their_place_in_the_stream(frames, backend, depth):
     seq = session(backend=backend)

@@ -13,8 +13,8 @@ from alaya.runtime.backends import make_backend
 from tiny_models import tiny_flash_modules
 
 
-def session(backend="torch", onnx_folder=None, **kw):
-    student, enc, dec = tiny_flash_modules()
+def session(backend="torch", onnx_folder=None, guided=False, **kw):
+    student, enc, dec = tiny_flash_modules(guided)
     return RenderSession(make_backend(backend, student, enc, dec, folder=onnx_folder), prompt="a clear sunny noon",
                          **kw)
 
@@ -314,3 +314,27 @@ def test_a_session_is_handed_to_a_pipeline_through_its_public_method(frames):
         s.step(frames[0])
     s.set_pipeline(None)
     assert s.pipeline is None and s.step(frames[0]).shape == (32, 32, 3)
+
+
+def test_a_guided_decoder_reads_each_frames_own_g_buffer_in_every_backend(frames, tmp_path):
+    """The session hands the decoder the frame's ``decoder_guide`` (the same pixels as decoding
+    the stream's latents by hand), the ONNX decode graph takes it as an input, and a frame
+    without a camera still renders (its camera channels zero)."""
+    from alaya.codecs.gbuffer import decoder_guide
+    s = session(guided=True)
+    out = s.run(frames[:3])
+    latents = session(guided=True)
+    dec = s.backend.nets["decode"].decoder
+    state, manual = None, []
+    for f in frames[:3]:
+        z = latents.step_latent(f)
+        img, state = dec(z, state, decoder_guide({k: np.asarray(f[k])[None] for k in f}))
+        manual.append((img[0].permute(1, 2, 0) * 255).round().to(torch.uint8).numpy())
+    assert np.array_equal(out, np.stack(manual))
+    onnx = session(backend="onnx", onnx_folder=str(tmp_path), guided=True)
+    assert np.abs(onnx.run(frames[:3]).astype(int) - out.astype(int)).max() <= 1
+    assert "guide" in onnx.backend.for_frame(32, 32).inputs["decode"]
+    blind = [{k: v for k, v in f.items() if k not in ("K", "world_to_camera")} for f in frames[:3]]
+    assert session(guided=True).run(blind).shape == out.shape
+    with pytest.raises(ValueError, match="guide"):
+        onnx.backend.for_frame(32, 32).decode(torch.zeros(1, 4, 4, 4), None)

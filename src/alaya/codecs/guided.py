@@ -32,9 +32,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from alaya.codecs.gbuffer import GUIDE_CHANNELS
-from alaya.codecs.tiny import with_memory
+from alaya.codecs.tiny import TinyDecoder, with_memory
 from alaya.nn.blocks import check_image, conv
-from alaya.nn.pretrained import from_pretrained, save_pretrained
+from alaya.nn.pretrained import from_pretrained, read_config, save_pretrained
 
 
 @dataclass
@@ -110,3 +110,18 @@ class GuidedDecoder(nn.Module):
     @classmethod
     def from_pretrained(cls, folder) -> "GuidedDecoder":
         return from_pretrained(cls, GuidedDecoderConfig, folder)
+
+
+def load_decoder(folder) -> "GuidedDecoder | TinyDecoder":
+    """The Flash renderer's streaming decoder saved in ``folder``: a ``GuidedDecoder`` or a
+    ``TinyDecoder``, by the class its ``config.json`` names."""
+    name = read_config(folder).get("class")
+    classes = {"GuidedDecoder": GuidedDecoder, "TinyDecoder": TinyDecoder}
+    if name not in classes:
+        raise ValueError(f"{folder}/config.json: class {name!r} is not a streaming decoder ({sorted(classes)})")
+    return classes[name].from_pretrained(folder)
+
+
+def needs_guide(decoder) -> bool:
+    """Whether ``decoder`` reads the full-resolution guide (``gbuffer.decoder_guide``)."""
+    return isinstance(decoder, GuidedDecoder)

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
+from alaya.codecs.guided import load_decoder
+from alaya.codecs.tiny import TinyGBufferEncoder
 from alaya.data.contract import renderer_input
 from alaya.data.dataset import ClipDataset
 from alaya.models.student import Student
@@ -41,7 +42,7 @@ class _RecordingBackend(OnnxBackend):
 def calibrate(weights: str | os.PathLike, data: str | os.PathLike, phrasings: Sequence[Sequence[str]],
               split: str = "train", clips: int = 4, frames: int = 8,
               gbuffer_encoder: str | os.PathLike = default_weights("tiny_gbuffer_encoder"),
-              decoder: str | os.PathLike = default_weights("tiny_decoder"), progress: bool = True,
+              decoder: str | os.PathLike = default_weights("guided_decoder"), progress: bool = True,
               method: str = "percentile", percentile: float = 99.99) -> Path:
     """Stream ``clips`` clips of ``split`` (``frames`` frames each) once per style, prompted with
     that style's ``phrasings`` in turn (one list per style: the training phrasings), through the
@@ -56,7 +57,7 @@ def calibrate(weights: str | os.PathLike, data: str | os.PathLike, phrasings: Se
     if not ids:
         raise ValueError(f"{data}: split {split!r} has no clips")
     student = Student.from_pretrained(weights)
-    enc, dec = TinyGBufferEncoder.from_pretrained(gbuffer_encoder), TinyDecoder.from_pretrained(decoder)
+    enc, dec = TinyGBufferEncoder.from_pretrained(gbuffer_encoder), load_decoder(decoder)
     inputs = [renderer_input(ds.load(i), 0, frames) for i in ids]
     size = int(np.shape(inputs[0]["depth"])[-1])
     with tempfile.TemporaryDirectory(prefix="alaya-int8-") as tmp:

@@ -25,6 +25,7 @@ import torch
 
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.gbuffer import check_gbuffer
+from alaya.codecs.guided import GuidedDecoder, load_decoder
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
 from alaya.paths import default_weights
@@ -38,7 +39,7 @@ CODECS = ("full", "tiny")
 
 class StudentRenderer:
     def __init__(self, student: Student, codecs: str = "tiny", autoencoder: Autoencoder | None = None,
-                 gbuffer_encoder: TinyGBufferEncoder | None = None, decoder: TinyDecoder | None = None,
+                 gbuffer_encoder: TinyGBufferEncoder | None = None, decoder: TinyDecoder | GuidedDecoder | None = None,
                  prompt_encoder: PromptEncoder | None = None, steps: int | None = None, guidance: float = 1.0,
                  backend: str | Backend = "onnx", noise: str | None = None, int8_ranges=None,
                  threads: int | None = None):
@@ -67,13 +68,13 @@ class StudentRenderer:
     def from_pretrained(cls, folder: str | os.PathLike = default_weights("student"), codecs: str = "tiny",
                         autoencoder: str | os.PathLike = default_weights("autoencoder"),
                         gbuffer_encoder: str | os.PathLike = default_weights("tiny_gbuffer_encoder"),
-                        decoder: str | os.PathLike = default_weights("tiny_decoder"), **kwargs) -> "StudentRenderer":
+                        decoder: str | os.PathLike = default_weights("guided_decoder"), **kwargs) -> "StudentRenderer":
         student = Student.from_pretrained(folder)
         kwargs = with_ranges(kwargs, folder)                 # onnx-int8: the ranges beside the weights
         if codecs == "full":
             return cls(student, "full", autoencoder=Autoencoder.from_pretrained(autoencoder), **kwargs)
         return cls(student, codecs, gbuffer_encoder=TinyGBufferEncoder.from_pretrained(gbuffer_encoder),
-                   decoder=TinyDecoder.from_pretrained(decoder), **kwargs)
+                   decoder=load_decoder(decoder), **kwargs)
 
     def render(self, gbuffer: dict[str, np.ndarray], prompt: str, seed: int = 0) -> np.ndarray:
         """uint8 (T, H, W, 3) frames for a G-buffer clip (with ``motion``; with ``K`` and

@@ -8,8 +8,10 @@ A frame of the Flash renderer is three kinds of network call, which every ``Back
   ``view`` (1, V, H, W), ``gbuffer.model_view_input``, only for a student with a view branch, else None);
 - ``step(z, r, t, text, features) -> u``: one student step (``Student.velocity``), ``steps``
   times per frame;
-- ``decode(z, previous) -> (rgb, state)``: the tiny streaming decoder, ``previous`` being its
-  state from the frame before (None at the start of a stream).
+- ``decode(z, previous, guide) -> (rgb, state)``: the streaming decoder, ``previous`` being its
+  state from the frame before (None at the start of a stream); a guided decoder
+  (``codecs.guided``, ``needs_guide``) also reads the frame's full-resolution ``guide``
+  (``gbuffer.decoder_guide``), the others get None.
 
 On them a backend builds what a session does with a frame: ``prepare`` (``gbuffer_condition``:
 the engine's arrays — G-buffer, motion, camera — to the frame's own features and latent flow),
@@ -41,6 +43,7 @@ import torch
 
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.gbuffer import teacher_gbuffer_latents
+from alaya.codecs.guided import needs_guide
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.diffusion.meanflow import integrate_steps
 from alaya.models.student import Student
@@ -59,6 +62,7 @@ class Backend:
     size it runs (None: any)."""
     name = "base"
     size: int | None = None
+    needs_guide = False             # whether ``decode`` reads the frame's guide
 
     def __init__(self, student: Student | None):
         self.student = student
@@ -69,7 +73,7 @@ class Backend:
     def step(self, z, r, t, text, features):
         raise NotImplementedError
 
-    def decode(self, z, previous):
+    def decode(self, z, previous, guide=None):
         raise NotImplementedError
 
     def for_frame(self, H: int, W: int) -> "Backend":
@@ -117,6 +121,7 @@ class TorchBackend(Backend):
         super().__init__(student)
         self.nets = {"frame": _FrameNet(student, gbuffer_encoder).eval(), "step": _StepNet(student).eval(),
                      "decode": _DecodeNet(decoder).eval()}
+        self.needs_guide = needs_guide(decoder)
         self.bf16, self.size = bf16, size
         if channels_last:
             for m in self.nets.values():
@@ -134,8 +139,8 @@ class TorchBackend(Backend):
     def step(self, z, r, t, text, features):
         return self._run("step", z, r, t, text, features)
 
-    def decode(self, z, previous):
-        return self._run("decode", z, previous)
+    def decode(self, z, previous, guide=None):
+        return self._run("decode", z, previous, guide)
 
 
 class FullCodecBackend(Backend):
@@ -162,7 +167,7 @@ class FullCodecBackend(Backend):
         return u_null + self.guidance * (u - u_null)
 
     @torch.no_grad()
-    def decode(self, z, previous):
+    def decode(self, z, previous, guide=None):
         return self.autoencoder.decode(z), previous
 
 
@@ -208,6 +213,7 @@ class OnnxBackends(Backend):
         self.modules, self.options = (student, gbuffer_encoder, decoder), dict(threads=threads, factor=factor,
                                                                                steps=steps)
         self.torch = TorchBackend(student, gbuffer_encoder, decoder, channels_last, bf16)
+        self.needs_guide = self.torch.needs_guide
         self.current: OnnxBackend | None = None
 
     def for_frame(self, H: int, W: int) -> Backend:
@@ -300,6 +306,7 @@ class OnnxBackend(Backend):
             raise ValueError(f"{Path(folder) / 'sample.onnx'}: no 'alaya.steps' in its metadata; re-export it")
         self.sample_steps = int(steps)
         self.state_channels = self.sessions["decode"].get_inputs()[1].shape[1]
+        self.needs_guide = "guide" in self.inputs["decode"]
         if self.sessions["modulation"].get_outputs()[0].shape != self.sessions["sample"].get_inputs()[2].shape:
             raise ValueError(f"{folder}: the sample graph's modulation input does not match the modulation graph's "
                              "output; re-export both")
@@ -405,7 +412,9 @@ class OnnxBackend(Backend):
         """``sample_steps`` steps from the frame's starting noise ``z``: its latents."""
         return torch.from_numpy(self.sessions["sample"].run(None, self.sample_feed(z, text, features))[0])
 
-    def decode(self, z, previous):
+    def decode(self, z, previous, guide=None):
         if previous is None:                       # the start of a stream: an empty memory
             previous = torch.zeros(1, self.state_channels, *z.shape[-2:])
-        return tuple(self._run("decode", z, previous))
+        if self.needs_guide and guide is None:
+            raise ValueError("this backend's decoder reads a guide (gbuffer.decoder_guide); got None")
+        return tuple(self._run("decode", z, previous, guide))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from alaya.codecs.guided import GuidedDecoder, load_decoder
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
 from alaya.paths import default_weights
@@ -19,7 +20,7 @@ from alaya.text import PromptEncoder
 
 
 class SessionFactory:
-    def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, decoder: TinyDecoder,
+    def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, decoder: TinyDecoder | GuidedDecoder,
                  size: int = 128, backend: str = "onnx", prompt_encoder: PromptEncoder | None = None,
                  threads: int | None = None, int8_ranges=None, solo_threads: int | None = None):
         """``backend``: a name of ``make_backend``, built once for ``size`` x ``size`` frames;
@@ -38,10 +39,10 @@ class SessionFactory:
     @classmethod
     def from_pretrained(cls, weights: str | os.PathLike = default_weights("student"),
                         gbuffer_encoder: str | os.PathLike = default_weights("tiny_gbuffer_encoder"),
-                        decoder: str | os.PathLike = default_weights("tiny_decoder"), **kwargs) -> "SessionFactory":
+                        decoder: str | os.PathLike = default_weights("guided_decoder"), **kwargs) -> "SessionFactory":
         kwargs = with_ranges(kwargs, weights)                # onnx-int8: the ranges beside the weights
         return cls(Student.from_pretrained(weights), TinyGBufferEncoder.from_pretrained(gbuffer_encoder),
-                   TinyDecoder.from_pretrained(decoder), **kwargs)
+                   load_decoder(decoder), **kwargs)
 
     def new(self, prompt: str = "", seed: int = 0) -> RenderSession:
         """A fresh stream with its own state, sharing this factory's weights and backend."""

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from alaya.codecs.gbuffer import GBUFFER_INPUT_CHANNELS, PIXEL_VIEW_CHANNELS, camera_view, gbuffer_channels
+from alaya.codecs.guided import GuidedDecoder, needs_guide
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.diffusion.flow import time_grid
 from alaya.diffusion.meanflow import meanflow_step, step_times
@@ -171,12 +172,13 @@ class _SampleNet(nn.Module):
 
 
 class _DecodeNet(nn.Module):
-    def __init__(self, decoder: TinyDecoder):
+    """The streaming decoder; a guided one also reads the frame's full-resolution ``guide``."""
+    def __init__(self, decoder: TinyDecoder | GuidedDecoder):
         super().__init__()
         self.decoder = decoder
 
-    def forward(self, z, previous):
-        return self.decoder(z, previous)
+    def forward(self, z, previous, guide=None):
+        return self.decoder(z, previous) if guide is None else self.decoder(z, previous, guide)
 
 
 def example_inputs(student: Student, gbuffer_encoder: TinyGBufferEncoder | None, decoder: TinyDecoder, size: int,
@@ -201,7 +203,8 @@ def example_inputs(student: Student, gbuffer_encoder: TinyGBufferEncoder | None,
             "modulation": (torch.zeros(1, c.text_dim),),
             "sample": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, c.widths[0], h, h),
                        _ModulationNet(student, c.steps)(torch.zeros(1, c.text_dim))),
-            "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, state_channels(decoder), h, h))}
+            "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, state_channels(decoder), h, h),
+                       *((torch.zeros(1, decoder.config.guide_channels, size, size),) if needs_guide(decoder) else ()))}
 
 
 def state_channels(decoder) -> int:
@@ -217,7 +220,7 @@ NAMES = {"frame": (["x", "context", "valid", "view"], ["g", "features"]),     # 
          "step": (["z", "r", "t", "text", "features"], ["u"]),
          "modulation": (["text"], ["mods"]),          # a prompt's modulations, once per prompt
          "sample": (["z", "features", "mods"], ["latents"]),  # the steps of one frame, unrolled
-         "decode": (["z", "previous"], ["rgb", "state"])}
+         "decode": (["z", "previous", "guide"], ["rgb", "state"])}   # "guide": guided decoders only
 
 
 def _for_export(student: Student) -> Student:

@@ -75,7 +75,7 @@ class StreamPipeline:
         def decode():
             self._local.decoding = True
             try:
-                return self.session.decode(prepared.backend, *sampled.result())
+                return self.session.decode(prepared.backend, *sampled.result(), prepared.guide)
             finally:
                 if solo:
                     self.session.release_solo()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from alaya.codecs.gbuffer import MODALITIES, as_tensor, camera_inputs, camera_view, check_gbuffer
+from alaya.codecs.gbuffer import MODALITIES, as_tensor, camera_inputs, camera_view, check_gbuffer, decoder_guide
 from alaya.diffusion.flow import time_grid
 from alaya.models.student import push_context
 from alaya.runtime.backends import Backend
@@ -50,6 +50,7 @@ class PreparedFrame:
     features: torch.Tensor          # (1, widths[0], h, w): the frame's own features (``condition_gbuffer``)
     flow: torch.Tensor              # (1, 2, h, w): its latent flow, to warp the context by
     text: torch.Tensor              # (1, D): the prompt at the time it was prepared
+    guide: torch.Tensor | None = None   # (1, G, H, W): ``gbuffer.decoder_guide``, for a guided decoder
 
 
 class RenderSession:
@@ -175,7 +176,16 @@ class RenderSession:
             features, flow, finite = backend.prepare(inputs)
             if not finite:
                 self._name_nonfinite(inputs)
-        return PreparedFrame(backend, features, flow, self.text)
+            guide = self._guide(frame) if backend.needs_guide else None
+        return PreparedFrame(backend, features, flow, self.text, guide)
+
+    def _guide(self, frame: Mapping[str, np.ndarray]) -> torch.Tensor:
+        """The guided decoder's input (1, G, H, W) for a checked frame (``gbuffer.decoder_guide``;
+        its camera channels zero where the frame and the session lack ``K`` or ``world_to_camera``)."""
+        K = frame.get("K", self.intrinsics)
+        w2c = frame.get("world_to_camera")
+        return decoder_guide({k: np.asarray(frame[k])[None] for k in MODALITIES}, K,
+                             None if w2c is None else np.asarray(w2c)[None])
 
     @torch.no_grad()
     def sample(self, prepared: PreparedFrame) -> tuple[torch.Tensor, bool]:
@@ -200,13 +210,15 @@ class RenderSession:
         return z, fresh
 
     @torch.no_grad()
-    def decode(self, backend: Backend, latents: torch.Tensor, fresh: bool) -> np.ndarray:
-        """uint8 (H, W, 3) from a frame's latents by the tiny streaming decoder, whose memory
-        starts afresh with a stream (``fresh``, from ``sample``)."""
+    def decode(self, backend: Backend, latents: torch.Tensor, fresh: bool, guide: torch.Tensor | None = None
+               ) -> np.ndarray:
+        """uint8 (H, W, 3) from a frame's latents by the streaming decoder, whose memory starts
+        afresh with a stream (``fresh``, from ``sample``); ``guide``: the prepared frame's, for a
+        guided decoder."""
         if fresh:
             self.decoder_state = None
         with backend.glue_threads():
-            img, self.decoder_state = backend.decode(latents, self.decoder_state)
+            img, self.decoder_state = backend.decode(latents, self.decoder_state, guide)
             return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
     def _advance(self, frame: Mapping[str, np.ndarray], decode: bool = False):
@@ -220,7 +232,7 @@ class RenderSession:
             if fresh:
                 self.decoder_state = None
             return z
-        return self.decode(prepared.backend, z, fresh)
+        return self.decode(prepared.backend, z, fresh, prepared.guide)
 
     def step_latent(self, frame: Mapping[str, np.ndarray]) -> torch.Tensor:
         """The student's output latents (1, C, h, w) for one G-buffer frame; advances the stream."""

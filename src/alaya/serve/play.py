@@ -22,7 +22,8 @@ class PlayConfig:
     port: int = 8000
     weights: str = default_weights("student")
     gbuffer_encoder: str = default_weights("tiny_gbuffer_encoder")
-    decoder: str = default_weights("tiny_decoder")
+    decoder: str = default_weights("guided_decoder")       # the Flash student's
+    world_decoder: str = default_weights("tiny_decoder")
     backend: str | None = None                              # None: onnx-int8, or onnx with world
     size: int | None = None                                 # None: 128, or 64 with world
     fps: float = 30.0
@@ -88,7 +89,7 @@ def _build_world_app(cfg: PlayConfig, web):
     from alaya.runtime.world_session import WorldSessionFactory, load_start_frames
     from alaya.serve.world_web import create_world_app
 
-    factory = WorldSessionFactory.from_pretrained(cfg.world_weights, decoder=cfg.decoder, size=cfg.size,
+    factory = WorldSessionFactory.from_pretrained(cfg.world_weights, decoder=cfg.world_decoder, size=cfg.size,
                                                   backend=cfg.backend, threads=cfg.threads)
     starts = load_start_frames(cfg.world_weights, cfg.size)
     actions = ActionText(factory.prompt_encoder)
