@@ -15,7 +15,8 @@ from alaya.evaluation.live_reference import game_player, play_in_game, start_sce
 from alaya.evaluation.live_report import write_live_report
 from alaya.evaluation.live_scripts import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
                                            data_action_columns, live_scripts, play_script, turn_around_frames)
-from alaya.evaluation.world_live import LiveConfig, Scene, evaluate_live, hf_energy, public_json, windows
+from alaya.evaluation.world_live import (LiveConfig, Scene, evaluate_live, hf_energy, psnr_where, public_json,
+                                        windows)
 
 from tiny_world import one_thread, tiny_world_folder  # noqa: F401  (one_thread: a fixture)
 
@@ -30,10 +31,11 @@ def scene() -> Scene:
 
 
 class GameSession:
-    """The real game as a session: a perfect world model; ``blur`` box-blurs its frames."""
+    """The real game as a session: a perfect world model; ``blur`` box-blurs its frames,
+    ``grain`` adds a checkerboard of ± that many grey levels."""
 
-    def __init__(self, scene: Scene, blur: bool = False):
-        self.scene, self.blur = scene, blur
+    def __init__(self, scene: Scene, blur: bool = False, grain: int = 0):
+        self.scene, self.blur, self.grain = scene, blur, grain
 
     def reset(self, frame):
         from alaya.engine.game import GameConfig, GameStream
@@ -49,6 +51,9 @@ class GameSession:
             x = torch.from_numpy(f).permute(2, 0, 1)[None].float()
             x = torch.nn.functional.avg_pool2d(torch.nn.functional.pad(x, (1, 1, 1, 1), mode="replicate"), 3, 1)
             f = x[0].permute(1, 2, 0).round().to(torch.uint8).numpy()
+        if self.grain:
+            sign = np.where(np.add.outer(np.arange(SIZE), np.arange(SIZE)) % 2, 1, -1)[..., None]
+            f = np.clip(f.astype(int) + self.grain * sign, 0, 255).astype(np.uint8)
         return f
 
 
@@ -127,6 +132,7 @@ def test_the_real_game_as_a_session_scores_perfectly(oracle):
     assert r["psnr_mean"] == 100.0 and r["sharpness_min"] == 1.0 and r["colour_drift"] == 0.0
     assert r["still_psnr_min"] == r["scripts"]["still"]["real_still_psnr_min"]
     assert r["still_hf_ratio_max"] == 1.0 and r["walk_back_return_psnr"] == 100.0
+    assert r["still_psnr_static_min"] == 100.0 and 0 < r["scripts"]["still"]["static_fraction"] <= 1
     for s in r["scripts"].values():
         assert s["sharpness_windows"] == [1.0] * len(s["windows"]) and s["psnr_frame1"] == 100.0
     assert r["scripts"]["play"]["windows"] == [[1, 8], [9, 16], [17, 24]]
@@ -140,6 +146,21 @@ def test_blurred_frames_lose_sharpness_and_detail(oracle):
     assert r["sharpness_min"] < 0.5 and all(w < 1 for w in r["scripts"]["play"]["sharpness_windows"])
     assert r["still_hf_ratio_max"] < 1 and r["psnr_mean"] < 40
     assert r["walk_back_return_psnr"] is None and list(r["scripts"]) == ["play", "still"]
+    grain = evaluate_live(lambda sc: GameSession(sc, grain=30), game_player(SIZE), [s],
+                          LiveConfig(scripts=("still",), frames=24, window=8))
+    assert grain["still_hf_ratio_max"] > 1.5 and grain["sharpness_min"] > 1.5     # a checkerboard counts
+    assert grain["still_psnr_static_min"] == 100.0                                # ... and it stays put
+
+
+def test_psnr_where_counts_only_the_masked_pixels():
+    a = np.zeros((2, 4, 4, 3), np.uint8)
+    b = a.copy()
+    b[:, 0, 0] = 255                                        # one pixel all wrong
+    mask = np.ones((2, 4, 4), bool)
+    mask[1, 0, 0] = False
+    got = psnr_where(a, b, mask)
+    assert got[0] == pytest.approx(10 * np.log10(16)) and got[1] == 100.0
+    assert np.isnan(psnr_where(a, b, np.zeros((2, 4, 4), bool))).all()
 
 
 @pytest.fixture(scope="module")
@@ -163,8 +184,8 @@ def test_cli_live_end_to_end_with_a_tiny_world_model(tiny_weights, tmp_path, cap
     assert main(["eval", "world", "--live", "--weights", str(tiny_weights), "--backend", "torch",
                  "--frames", "24", "--window", "8", "--seed", "1", "--json", "--report", str(report)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    for key in ("sharpness_min", "colour_drift", "still_psnr_min", "still_psnr_mean", "still_hf_ratio_max",
-                "walk_back_return_psnr", "psnr_mean", "fps", "skipped_actions", "skipped_scripts", "scenes"):
+    for key in ("sharpness_min", "colour_drift", "still_psnr_min", "still_psnr_mean", "still_psnr_static_min",
+                "still_hf_ratio_max", "walk_back_return_psnr", "psnr_mean", "fps", "skipped_actions", "skipped_scripts", "scenes"):
         assert out[key] is not None, key
     assert out["config"]["size"] == SIZE and out["scenes"][0]["start_psnr"] == 100.0
     for name in ("play", "still", "walk_back"):

@@ -21,10 +21,10 @@ GIF_STRIDES = (2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 60)
 FPS = 30
 
 
-def side_by_side(gen: np.ndarray, real: np.ndarray, scale: int, first: int = 1,
+def side_by_side(gen: np.ndarray, real: np.ndarray, scale: int, first: int = 1, step: int = 1,
                  fps: float = FPS) -> np.ndarray:
     """uint8 (T, 16 + S*scale, 2*S*scale, 3): each generated frame beside the real one, upscaled
-    ``scale`` times (nearest), under a strip naming them and the time (frame ``first`` + i)."""
+    ``scale`` times (nearest), under a strip naming them and the time of frame ``first + i*step``."""
     if gen.shape != real.shape:
         raise ValueError(f"generated {gen.shape} and real {real.shape} frames disagree")
     T, S = gen.shape[:2]
@@ -37,20 +37,18 @@ def side_by_side(gen: np.ndarray, real: np.ndarray, scale: int, first: int = 1,
         draw = ImageDraw.Draw(strip)
         draw.text((3, 2), "generated", fill=(230, 230, 230))
         draw.text((S * scale + 3, 2), "real game", fill=(230, 230, 230))
-        t = f"{(first + i) / fps:5.1f} s"
+        t = f"{(first + i * step) / fps:5.1f} s"
         draw.text((2 * S * scale - 6 * len(t) - 3, 2), t, fill=(230, 230, 230))
         out[i, :head] = np.asarray(strip)
     return out
 
 
 def write_live_gif(gen: np.ndarray, real: np.ndarray, path: Path, limit: int = GIF_LIMIT) -> int:
-    """The side-by-side GIF of ``gen`` and ``real`` at least 2x upscaled (3x from 64²), every
-    k-th frame with the smallest k of ``GIF_STRIDES`` that stays under ``limit`` bytes, played at
-    real time; returns k."""
-    S = gen.shape[1]
-    scale = max(2, 192 // S)
+    """The side-by-side GIF of ``gen`` and ``real`` (frames 1, 2, ...) upscaled 2x, every k-th
+    frame with the smallest k of ``GIF_STRIDES`` that stays under ``limit`` bytes, played at real
+    time; returns k."""
     for k in GIF_STRIDES:
-        frames = side_by_side(gen[k - 1::k], real[k - 1::k], scale, first=k)
+        frames = side_by_side(gen[k - 1::k], real[k - 1::k], 2, first=k, step=k)
         data = iio.imwrite("<bytes>", frames, extension=".gif", duration=1000 * k / FPS, loop=0)
         if len(data) < limit or k == GIF_STRIDES[-1]:
             break

@@ -11,8 +11,9 @@ Metrics, per script (pooled over the scenes) and overall (docs/world.md defines 
 ``sharpness_windows`` (Laplacian variance of the generated frames over the real frames', per
 window of ``window`` frames) and their minimum; ``colour_drift`` (the generated mean colour's
 change from the first window to the last, minus the real one's); standing still:
-``still_psnr_min`` / ``_mean`` (every still frame against the frame where the player stopped)
-and ``still_hf_ratio_max`` (high-frequency energy, generated over real); walking back:
+``still_psnr_min`` / ``_mean`` (every still frame against the frame where the player stopped;
+``still_psnr_static_*`` over the pixels the game itself leaves unchanged) and
+``still_hf_ratio_max`` (high-frequency energy, generated over real); walking back:
 ``return_psnr`` (the frame on return against the real game's); per-frame PSNR against the real
 frames; and the session's frames per second.
 """
@@ -102,6 +103,17 @@ def psnr_series(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                            for i in range(0, len(a), CHUNK)])
 
 
+def psnr_where(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """(T,) PSNR of uint8 (T, S, S, 3) frames over the pixels where ``mask`` (T, S, S) is set
+    (100 for no error, NaN where no pixel is set)."""
+    err = ((a.astype(np.float32) - b.astype(np.float32)) / 255) ** 2
+    n = mask.reshape(len(mask), -1).sum(1)
+    mse = (err.mean(-1) * mask).reshape(len(mask), -1).sum(1) / np.maximum(n, 1)
+    with np.errstate(divide="ignore"):
+        out = np.minimum(np.where(mse > 0, 10 * np.log10(1 / np.maximum(mse, 1e-20)), M.PSNR_CAP), M.PSNR_CAP)
+    return np.where(n > 0, out, np.nan)
+
+
 def ratio(num: float, den: float) -> float:
     """num / den, each floored at ``metrics.SHARPNESS_FLOOR`` (flat over flat is 1)."""
     return max(float(num), M.SHARPNESS_FLOOR) / max(float(den), M.SHARPNESS_FLOOR)
@@ -129,10 +141,14 @@ def compare(gen: np.ndarray, real: np.ndarray, start: np.ndarray, script: LiveSc
     out = {"gen": frame_series(gen), "real": frame_series(real), "psnr": psnr_series(gen, real)}
     if "still_from" in script.marks:
         k = script.marks["still_from"]                  # frame k: where the player stops (0: the start)
+        refs = {}
         for key, frames in (("gen", gen), ("real", real)):
-            ref = start if k == 0 else frames[k - 1]
+            refs[key] = start if k == 0 else frames[k - 1]
             still = frames[k:]
-            out[f"{key}_still_psnr"] = psnr_series(still, np.broadcast_to(ref, still.shape))
+            out[f"{key}_still_psnr"] = psnr_series(still, np.broadcast_to(refs[key], still.shape))
+        static = (real[k:] == refs["real"]).all(-1)     # pixels the game itself leaves unchanged
+        out["still_psnr_static"] = psnr_where(gen[k:], np.broadcast_to(refs["gen"], gen[k:].shape), static)
+        out["static_fraction"] = float(static.mean())
     if "back" in script.marks:
         out["return_vs_start"] = float(psnr_series(gen[-1:], start[None])[0])
         out["real_return_vs_start"] = float(psnr_series(real[-1:], start[None])[0])
@@ -167,14 +183,19 @@ def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.n
     if "still_from" in script.marks:
         k = script.marks["still_from"]
         still = np.stack([s["gen_still_psnr"] for s in series])
+        static = np.stack([s["still_psnr_static"] for s in series])
         hf = [np.stack([s[key]["hf"][k:] for s in series]) for key in ("gen", "real")]
         hf_ratio = [ratio(g, r) for g, r in zip(hf[0].mean(0), hf[1].mean(0))]
         out.update(still_frames=int(still.shape[1]), still_psnr_min=float(still.min()),
                    still_psnr_mean=float(still.mean()),
                    real_still_psnr_min=float(min(s["real_still_psnr"].min() for s in series)),
+                   still_psnr_static_min=float(np.nanmin(static)), still_psnr_static_mean=float(np.nanmean(static)),
+                   static_fraction=float(np.mean([s["static_fraction"] for s in series])),
                    still_hf_ratio_max=max(hf_ratio), still_hf_ratio_last=hf_ratio[-1])
         for d, s in zip(scenes, series):
             d.update(still_psnr_min=float(s["gen_still_psnr"].min()),
+                     real_still_psnr_min=float(s["real_still_psnr"].min()),
+                     still_psnr_static_min=float(np.nanmin(s["still_psnr_static"])),
                      still_hf_ratio_max=max(ratio(g, r) for g, r in zip(s["gen"]["hf"][k:], s["real"]["hf"][k:])))
     if "back" in script.marks:
         out.update(turning_point=script.marks["turning_point"], back=script.marks["back"],
@@ -197,6 +218,7 @@ def overall(scripts: dict[str, dict], seconds: float, frames: int) -> dict:
     return {"sharpness_min": min(got("sharpness_min"), default=None),
             "colour_drift": max(got("colour_drift"), default=None),
             "still_psnr_min": still.get("still_psnr_min"), "still_psnr_mean": still.get("still_psnr_mean"),
+            "still_psnr_static_min": still.get("still_psnr_static_min"),
             "still_hf_ratio_max": still.get("still_hf_ratio_max"),
             "walk_back_return_psnr": back.get("return_psnr"),
             "psnr_mean": float(sum(s["psnr_mean"] * s["frames"] * s["scenes"] for s in scripts.values()) / total)
