@@ -19,7 +19,9 @@ own, in ``--backend``). The final student runs in ``--backend`` (default
 ``onnx-int8``: its steps quantized, from the ranges shipped beside the weights); with
 ``onnx-int8`` the same student in plain ``onnx`` is measured too (row ``tiny-fp32``). Stage settings: ``ar`` samples 8 Euler steps with
 guidance 2 (16 calls a frame), ``guidance`` 8 steps, ``steps`` and ``meanflow`` 4 steps, all
-with the full codecs in torch; the final student runs the tiny codecs in ``--backend``.
+with the full codecs in torch; the final student runs the tiny G-buffer encoder and the guided
+decoder in ``--backend`` (row ``tiny``), and the same student with the tiny 8x8-block decoder
+(row ``tiny-decoder``).
 The teacher is the shipped renderer as it runs by default (torch, fp32: its quality numbers are
 measured so); on a CPU with native bf16 (``--teacher-bf16 auto``, the default) the same teacher
 with its network calls in bf16 autocast is measured too (row ``teacher-bf16``, JSON
@@ -155,9 +157,12 @@ def main() -> None:
                                           prompt_encoder=encoder, **STAGE_SETTINGS[name])
     for item in filter(None, a.compare.split(",")):
         name, folder = item.split("=", 1)
-        if name in STAGE_SETTINGS or name in ("teacher", "teacher-bf16", "tiny", "tiny-fp32"):
+        if name in STAGE_SETTINGS or name in ("teacher", "teacher-bf16", "tiny", "tiny-fp32", "tiny-decoder"):
             raise SystemExit(f"--compare: '{name}' names a row of its own; choose another name")
         renderers[name] = StudentRenderer.from_pretrained(folder, prompt_encoder=encoder, backend=a.backend)
+    from alaya.paths import default_weights
+    renderers["tiny-decoder"] = StudentRenderer.from_pretrained(  # the same student, the 8x8 block decoder
+        a.student, prompt_encoder=encoder, backend=a.backend, decoder=default_weights("tiny_decoder"))
     if a.backend == "onnx-int8":        # the same student with float steps, for the int8 row's cost
         renderers["tiny-fp32"] = StudentRenderer.from_pretrained(a.student, prompt_encoder=encoder, backend="onnx")
     renderers["tiny"] = StudentRenderer.from_pretrained(a.student, prompt_encoder=encoder, backend=a.backend)
@@ -168,18 +173,21 @@ def main() -> None:
         res = evaluate_renderer(lambda clip, style, prompt, seed: r.render(clip, prompt, seed), cfg, progress=False)
         rows[name] = {"fps": 1 / res["s_per_frame"], "psnr": res["psnr"], "ssim": res["ssim"],
                       "warp_error": res["warp_error"], "style_accuracy": res["style_accuracy"],
-                      "sharpness_ratio": res["sharpness_ratio"],
+                      "sharpness_ratio": res["sharpness_ratio"], "psnr_geometry": res["psnr_geometry"],
+                      "block_grid_ratio": res["block_grid_ratio"], "gradient_error": res["gradient_error"],
                       "calls_per_frame": _calls(name, r)}
     live, sequential = {}, {}
     if a.live_frames > 0:
         sequential = live_fps(a.student, a.live_frames, a.size, a.backend, pipelined=False)
         live = live_fps(a.student, a.live_frames, a.size, a.backend, pipelined=True)
     t, s = rows["teacher"], rows["tiny"]
-    print("| renderer | calls/frame | FPS (clips) | PSNR | SSIM | warp error | sharpness | style acc |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| renderer | calls/frame | FPS (clips) | PSNR | PSNR geometry | SSIM | warp error | sharpness | "
+          "block grid | gradient error | style acc |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in rows.items():
-        print(f"| {name} | {r['calls_per_frame']} | {r['fps']:.2f} | {r['psnr']:.2f} | {r['ssim']:.3f} | "
-              f"{r['warp_error']:.4f} | {r['sharpness_ratio']:.2f} | {r['style_accuracy']:.3f} |")
+        print(f"| {name} | {r['calls_per_frame']} | {r['fps']:.2f} | {r['psnr']:.2f} | {r['psnr_geometry']:.2f} | "
+              f"{r['ssim']:.3f} | {r['warp_error']:.4f} | {r['sharpness_ratio']:.2f} | {r['block_grid_ratio']:.2f} | "
+              f"{r['gradient_error']:.3f} | {r['style_accuracy']:.3f} |")
     for title, run in (("pipelined (StreamPipeline, as alaya play)", live), ("one frame after the other", sequential)):
         if run:
             print(f"\nlive engine stream, final student ({a.backend}), {title}: {run['fps']:.1f} FPS median over "
