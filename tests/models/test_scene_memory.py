@@ -108,6 +108,25 @@ def test_moving_sideways_and_back_returns_the_original(game):
     assert back.coverage[0][torch.tensor(depth) > memory.config.near].mean() > 0.999
 
 
+def test_walking_up_to_what_it_saw_leaves_no_holes(game):
+    """Points grow with the projection of their surface: a floor seen at a grazing angle, walked
+    up to, stays closed (a point's fixed round size would open stripes across it)."""
+    view, K = game.world_to_camera, game.K
+    rgb, depth = shot(game, view)
+    memory = SceneMemory()
+    memory.insert(rgb, depth, K, view, time=0)
+    for metres in (1.0, 3.0):
+        ahead = np.eye(4)
+        ahead[2, 3] = metres
+        near = ahead @ view
+        near_rgb, near_depth = shot(game, near)
+        out = memory.render(K, near, SIZE, SIZE)
+        seen = seen_from(near_depth, near, depth, view, K)
+        assert seen.sum() > 0.5 * (near_depth > 0).sum()
+        assert out.coverage[seen].min() == 1
+        assert psnr(out.rgb, near_rgb, seen) >= 22.0
+
+
 def test_turned_around_sees_nothing_until_it_turns_back(game):
     view, K = game.world_to_camera, game.K
     rgb, depth = shot(game, view)
@@ -126,6 +145,21 @@ def test_a_half_turn_shows_the_side_still_in_view(game):
     memory.insert(*shot(game, view), K, view, time=0)
     half = memory.render(K, moved(view, turn_degrees=30), SIZE, SIZE).coverage[0]
     assert half[:, : SIZE // 4].sum() == 0 and half[:, -SIZE // 4:].mean() > 0.3   # turned left
+
+
+def test_rendering_first_changes_nothing(game):
+    """Play renders the memory where it then inserts the new frame; the insert reuses that
+    projection, and the memory ends up the same as without the render."""
+    view, K = game.world_to_camera, game.K
+    views = [view, moved(view, right=0.3), moved(view, right=0.3, turn_degrees=20), moved(view, turn_degrees=-15)]
+    a, b = SceneMemory(), SceneMemory()
+    for t, v in enumerate(views):
+        rgb, depth = shot(game, v)
+        b.render(K, v, SIZE, SIZE)
+        assert a.insert(rgb, depth, K, v, time=t) == b.insert(rgb, depth, K, v, time=t)
+        b.render(K, view, SIZE, SIZE)                       # elsewhere: not reused
+    for x, y in zip((a.xyz, a.rgb, a.time, a.tangents), (b.xyz, b.rgb, b.time, b.tangents)):
+        assert torch.equal(x, y)
 
 
 # -- synthetic scenes --------------------------------------------------------------------------
@@ -189,7 +223,7 @@ def test_capacity_is_never_exceeded():
         rgb = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)
         memory.insert(rgb, depth, K8, at(x=0.3 * t), time=t)
         assert len(memory) <= 100
-        assert memory.nbytes == 23 * len(memory)
+        assert memory.nbytes == 31 * len(memory)
     assert len(memory) == 100
 
 

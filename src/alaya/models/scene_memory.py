@@ -13,19 +13,25 @@ space (x right, y up, the camera looks down -z), ``depth`` in metres along the v
 on background (sky: not stored), ``K`` with its origin at the top-left pixel's corner (pixel
 centres at +0.5), ``world_to_camera`` a 4x4 view matrix.
 
-Render: every point is splatted as a square of half-width ``footprint * rho`` pixels, ``rho``
-its size now over its size when inserted (1 at the inserting view, > 1 when walked up to), so the
-same view has no pinholes and no point spills onto its neighbours. Visibility is two scatters:
-the nearest depth per pixel, then, among the splats within ``depth_tolerance`` of it (one
-surface), the one whose centre is nearest the pixel's centre. Points behind the camera or nearer
+Points are surface elements: each keeps the two world-space steps to its pixel's right and lower
+neighbours on the same surface (``tangents``), so its footprint in any view is the projection of
+that little parallelogram: one pixel at the view that inserted it, taller when a floor seen at a
+grazing angle is walked up to. Render: each point covers a rectangle of ``2 * footprint`` times
+its projected extent (so a view has no pinholes and, at the inserting view, no point spills
+onto its neighbours). Visibility is two scatters: the nearest covering depth per pixel, then,
+among the points within ``depth_tolerance`` of it (one surface), the one whose centre is nearest
+the pixel's. The colour is that surface's points tent-weighted by their distance over their
+extent: at the inserting view each pixel's own point alone. Points behind the camera or nearer
 than ``near`` are not drawn.
 
-Insert: the memory is first rendered at the new view. A pixel whose surface the memory already
-shows (depth within tolerance, at no coarser scale than 1.5 pixels) is not added again: its point
-takes the new colour and time if the point lies in that pixel. A memory point seen in front of
-where the new frame sees its whole 3x3 neighbourhood is gone (a body that moved) and is removed.
-Every other pixel with depth > 0 becomes a point. So standing still adds nothing, and walking
-adds what came into view.
+Insert: the memory is first projected into the new view. A pixel where a covering point lies at
+the depth the frame measures (a slope's worth of slack), at no coarser than 1.5 pixels, is known
+and not added again: its points are marked seen now, and its own point takes the new colour if
+it changed by more than ``recolour`` (colours are kept otherwise: re-sampling them from every
+view would blur the memory). Coarser matching points give way to the new, finer ones. A point in
+front of what the frame sees all around its pixel (3x3) is gone (a body that moved) and is
+removed. Every other pixel with depth > ``near`` becomes a point. So standing still adds
+nothing, and walking adds what came into view.
 
 Bounded: after each insert, points older than ``max_age`` or farther than ``max_distance`` from
 the inserting camera are dropped, and beyond ``max_points`` those with the largest
@@ -42,11 +48,11 @@ import torch
 
 @dataclass
 class SceneMemoryConfig:
-    max_points: int = 200_000      # capacity; 23 bytes a point (docs/world.md, "Scene memory")
+    max_points: int = 200_000      # capacity; 31 bytes a point (docs/world.md, "Scene memory")
     max_distance: float = 40.0     # metres from the inserting camera beyond which points go
     max_age: float = 1800.0        # in the caller's time unit (frames: 1 minute at 30 FPS)
     footprint: float = 0.75        # splat half-width in pixels at the inserting view's scale
-    max_footprint: int = 4         # the widest splat, in pixels either side
+    max_footprint: int = 8         # the widest splat, in pixels either side
     depth_tolerance: float = 0.05  # relative depth within which two samples are one surface
     near: float = 0.05             # metres; nearer (or behind the camera) is not drawn
     stride: int = 1                # insert every stride-th pixel each way (points grow to match)
@@ -69,13 +75,25 @@ class MemoryView(NamedTuple):
     depth: torch.Tensor      # (1, H, W) float32 metres along the view axis, 0 where not covered
 
 
-class _Splats(NamedTuple):
-    """The winning point of every pixel of one view."""
+class _Candidates(NamedTuple):
+    """Every (pixel, point) pair a splat reaches in one view, flat."""
+    pix: torch.Tensor        # (C,) int64 pixel index y * W + x
+    point: torch.Tensor      # (C,) int64 memory index
+    z: torch.Tensor          # (C,) float32 the point's depth
+    ex: torch.Tensor         # (C,) |pixel centre - point| along x, pixels
+    ey: torch.Tensor         # (C,) ... along y
+    covers: torch.Tensor     # (C,) bool: within the splat's footprint (else only blended from)
+    extent: torch.Tensor     # (C,) float32 the point's larger projected side now, pixels
+    rx: torch.Tensor         # (C,) float32 tent half-width along x, pixels
+    ry: torch.Tensor         # (C,) ... along y
+
+
+class _Front(NamedTuple):
+    """Per pixel, the z-buffer's winner: the covering point of the front surface nearest the centre."""
     index: torch.Tensor      # (H * W,) int64 point index, -1 where none
     depth: torch.Tensor      # (H * W,) float32, 0 where none
     own: torch.Tensor        # (H * W,) bool: the winner's centre lies in this pixel
-    rho: torch.Tensor        # (H * W,) float32: the winner's size now over when inserted
-    colour: torch.Tensor     # (H * W, 3) float32 in [0, 1] (``blend`` only), 0 where none
+    band: torch.Tensor       # (C,) bool: the candidate is on the front surface
 
 
 # -- checking the arguments -------------------------------------------------------------------
@@ -157,91 +175,131 @@ class SceneMemory:
         self.clear()
 
     def clear(self) -> None:
+        self._version = 0                                  # bumped whenever points come or go
+        self._last: tuple = ((None, None, 0, 0, -1), None)   # the last render's projection
         self.xyz = torch.zeros(3, 0)                       # (3, N) world positions, metres
         self.rgb = torch.zeros(0, 3, dtype=torch.uint8)    # (N, 3)
         self.time = torch.zeros(0)                         # (N,) when last seen
-        self.size = torch.zeros(0)                         # (N,) metres a pixel spanned when inserted
+        self.tangents = torch.zeros(6, 0, dtype=torch.float16)   # (6, N) steps to the right and
+                                                                 # lower neighbour, world metres
 
     def __len__(self) -> int:
         return self.xyz.shape[1]
 
     @property
     def nbytes(self) -> int:
-        """Bytes the points hold (23 a point)."""
-        return sum(t.numel() * t.element_size() for t in (self.xyz, self.rgb, self.time, self.size))
+        """Bytes the points hold (31 a point)."""
+        return sum(t.numel() * t.element_size() for t in (self.xyz, self.rgb, self.time, self.tangents))
 
     # -- render -------------------------------------------------------------------------------
-    def _splat(self, K: torch.Tensor, w2c: torch.Tensor, H: int, W: int, blend: bool = False) -> _Splats:
-        """Project every point and keep, per pixel, the z-buffer's winner; with ``blend`` also the
-        colour and depth of the front surface's points nearby, tent-weighted (module docstring)."""
+    def _candidates(self, K: torch.Tensor, w2c: torch.Tensor, H: int, W: int,
+                    blend: bool) -> _Candidates | None:
+        """Project every point; list the pixels each splat covers and, with ``blend``, those its
+        tent reaches (module docstring). None if no point lands."""
         c = self.config
-        n_pix = H * W
-        none = _Splats(torch.full((n_pix,), -1, dtype=torch.long), torch.zeros(n_pix),
-                       torch.zeros(n_pix, dtype=torch.bool), torch.zeros(n_pix), torch.zeros(n_pix, 3))
-        if len(self) == 0:
-            return none
-        p = w2c[:3, :3].float() @ self.xyz + w2c[:3, 3:].float()          # (3, N) camera space
-        z = -p[2]
+        R, t = w2c[:3, :3].float(), w2c[:3, 3:].float()
         fx, fy, cx, cy = (float(v) for v in (K[0, 0], K[1, 1], K[0, 2], K[1, 2]))
-        ok = z > c.near
-        zs = torch.where(ok, z, torch.ones_like(z))
-        u, v = fx * p[0] / zs + cx, -fy * p[1] / zs + cy
-        rho = self.size * (fx * fy) ** 0.5 / zs                          # pixels the point spans now
-        h = (c.footprint * rho).clamp(max=c.max_footprint)               # covers: half-width, pixels
-        r = rho.clamp(1.0, c.max_footprint) if blend else h              # blends: tent radius
-        ok &= (u > -r) & (u < W + r) & (v > -r) & (v < H + r)
-        idx = ok.nonzero().squeeze(1)
+        p = R @ self.xyz + t                                              # (3, N) camera space
+        depth = -p[2]
+        inv = 1 / depth.clamp(min=c.near)
+        u, v = fx * p[0] * inv + cx, -fy * p[1] * inv + cy
+        m = c.max_footprint
+        idx = ((depth > c.near) & (u > -m) & (u < W + m) & (v > -m) & (v < H + m)).nonzero().squeeze(1)
         if len(idx) == 0:
-            return none
-        u, v, z, h, r = u[idx], v[idx], z[idx], h[idx], r[idx]
-        px, py = u.floor().long(), v.floor().long()
-        found: list[list[torch.Tensor]] = [[] for _ in range(6)]         # pixel, point, z, ex, ey, covers
-        for k in range(0, int(r.max().ceil().item()) + 1):                # rings of Chebyshev radius k
-            sel = (r > k - 0.5).nonzero().squeeze(1) if k else torch.arange(len(idx))
-            for dx, dy in [(dx, dy) for dx in range(-k, k + 1) for dy in range(-k, k + 1)
-                           if max(abs(dx), abs(dy)) == k]:
-                qx, qy = px[sel] + dx, py[sel] + dy
-                ex, ey = (qx + 0.5 - u[sel]).abs(), (qy + 0.5 - v[sel]).abs()
-                e = torch.maximum(ex, ey)
-                m = (qx >= 0) & (qx < W) & (qy >= 0) & (qy < H) & ((e < r[sel]) | (e <= h[sel]) | (k == 0))
-                for out, x in zip(found, ((qy * W + qx), sel, z[sel], ex, ey, (e <= h[sel]) | (k == 0))):
-                    out.append(x[m])
-        pix, pts, zz, ex, ey, covers = (torch.cat(x) for x in found)
-        # the front surface: within depth_tolerance of the nearest covering point
-        zmin = torch.full((n_pix,), float("inf")).scatter_reduce_(0, pix[covers], zz[covers], "amin")
-        band = (zz - zmin[pix]).abs() <= zmin[pix] * c.depth_tolerance    # never where nothing covers
-        pix, pts, zz, ex, ey, covers = pix[band], pts[band], zz[band], ex[band], ey[band], covers[band]
-        # the winner: the covering point nearest the centre; key = (distance in 1/1024 px) << 32 | point
-        key = ((torch.maximum(ex, ey) * 1024).long() << 32) | pts
+            return None
+        p, depth, inv, u, v = p[:, idx], depth[idx], inv[idx], u[idx], v[idx]
+        # where the neighbours' steps land: the projected parallelogram's bounding box, pixels
+        sx, sy = torch.zeros_like(u), torch.zeros_like(u)
+        tangents = self.tangents[:, idx].float()
+        for step in (tangents[:3], tangents[3:]):
+            q = p + R @ step
+            iq = 1 / (-q[2]).clamp(min=c.near)
+            sx += (fx * q[0] * iq + cx - u).abs()
+            sy += (-fy * q[1] * iq + cy - v).abs()
+        hx, hy = (c.footprint * sx).clamp(max=m), (c.footprint * sy).clamp(max=m)
+        if blend:   # the tent reaches as far as the point spans; sub-pixel points (seen from
+            # farther than they were inserted) reach their own pixel only
+            rx, ry = torch.maximum(sx.clamp(max=m), hx), torch.maximum(sy.clamp(max=m), hy)
+        else:
+            rx, ry = hx, hy
+        extent = torch.maximum(sx, sy)
+        reach = torch.maximum(rx, ry)
+        found: list[list[torch.Tensor]] = [[] for _ in range(5)]         # pixel, point, ex, ey, covers
+
+        def take(sel: torch.Tensor, qx: torch.Tensor, qy: torch.Tensor, own: torch.Tensor | bool) -> None:
+            """Keep the pixels (qx, qy) (n, R) that the points ``sel`` (n,) cover or reach."""
+            ex, ey = (qx + 0.5 - u[sel, None]).abs(), (qy + 0.5 - v[sel, None]).abs()
+            covers = ((ex <= hx[sel, None]) & (ey <= hy[sel, None])) | own
+            keep = (qx >= 0) & (qx < W) & (qy >= 0) & (qy < H) & (covers | ((ex < rx[sel, None]) & (ey < ry[sel, None])))
+            flat = keep.view(-1).nonzero().squeeze(1)                       # one nonzero, then takes
+            for out, x in zip(found, (qy * W + qx, sel[flat // qx.shape[1]], ex, ey, covers)):
+                out.append(x if x.ndim == 1 else x.view(-1)[flat])
+
+        # most points reach no farther than a pixel: the 2x2 pixels around them (their own one of them)
+        small = (reach <= 1).nonzero().squeeze(1)
+        corner = torch.tensor([[0, 0], [1, 0], [0, 1], [1, 1]])
+        qx = (u[small] - 0.5).floor().long()[:, None] + corner[:, 0]
+        qy = (v[small] - 0.5).floor().long()[:, None] + corner[:, 1]
+        take(small, qx, qy, (qx == u[small, None].floor().long()) & (qy == v[small, None].floor().long()))
+        # the others: square rings of Chebyshev radius k around their own pixel
+        large = (reach > 1).nonzero().squeeze(1)
+        px, py = u[large].floor().long(), v[large].floor().long()
+        for k in range(int(reach[large].max().ceil().item()) + 1 if len(large) else 0):
+            sel = (reach[large] > k - 0.5).nonzero().squeeze(1)
+            o = torch.tensor([(dx, dy) for dx in range(-k, k + 1) for dy in range(-k, k + 1)
+                              if max(abs(dx), abs(dy)) == k])                # (R, 2)
+            take(large[sel], px[sel, None] + o[:, 0], py[sel, None] + o[:, 1], k == 0)
+        pix, at, ex, ey, covers = (torch.cat(x) for x in found)
+        return _Candidates(pix, idx[at], depth[at], ex, ey, covers, extent[at], rx[at], ry[at])
+
+    def _front(self, cand: _Candidates, n_pix: int) -> _Front:
+        """The z-buffer: the nearest covering depth per pixel, the candidates within
+        ``depth_tolerance`` of it (one surface), and among those the covering one nearest the centre."""
+        pix, z = cand.pix[cand.covers], cand.z[cand.covers]
+        zmin = torch.full((n_pix,), float("inf")).scatter_reduce_(0, pix, z, "amin")
+        band = (cand.z - zmin[cand.pix]).abs() <= zmin[cand.pix] * self.config.depth_tolerance
+        win_ok = band & cand.covers
+        # key = (distance in 1/1024 px) << 32 | candidate number: the smallest is the winner
+        number = torch.arange(len(cand.pix))
+        key = ((torch.maximum(cand.ex, cand.ey) * 1024).long() << 32) | number
         best = torch.full((n_pix,), torch.iinfo(torch.long).max).scatter_reduce_(
-            0, pix[covers], key[covers], "amin")
+            0, cand.pix[win_ok], key[win_ok], "amin")
         hit = best != torch.iinfo(torch.long).max
         win = best[hit] & 0xFFFFFFFF
-        index, depth, own, rho_out, colour = none
-        index[hit] = idx[win]
-        depth[hit] = z[win]
+        index, depth, own = torch.full((n_pix,), -1), torch.zeros(n_pix), torch.zeros(n_pix, dtype=torch.bool)
+        index[hit], depth[hit] = cand.point[win], cand.z[win]
         own[hit] = (best[hit] >> 32) < 512                               # centre within 0.5 px
-        rho_out[hit] = rho[idx[win]]
-        if blend:   # a tent of radius max(rho, 1): at the inserting view, each pixel's own point alone
-            w = (1 - ex / r[pts]).clamp(min=0) * (1 - ey / r[pts]).clamp(min=0)
-            w = torch.where(covers & (w == 0), torch.full_like(w, 1e-6), w)
-            total = torch.zeros(n_pix).index_add_(0, pix, w)
-            colour.index_add_(0, pix, w[:, None] * self.rgb[idx[pts]].float())
-            colour[hit] /= 255 * total[hit, None]
-            colour[~hit] = 0
-            depth = torch.zeros(n_pix).index_add_(0, pix, w * zz)
-            depth[hit] /= total[hit]
-            depth[~hit] = 0
-        return _Splats(index, depth, own, rho_out, colour)
+        return _Front(index, depth, own, band)
 
     def render(self, K, world_to_camera, H: int, W: int) -> MemoryView:
         """What the memory shows from this camera: ``MemoryView(rgb (3, H, W) float32 in [0, 1],
-        coverage (1, H, W), depth (1, H, W))``, all 0 where no point lands."""
+        coverage (1, H, W), depth (1, H, W))``, all 0 where no point lands. A pixel's depth is its
+        z-buffer winner's; its colour, the front surface's points tent-weighted: at the view that
+        inserted them, the pixel's own point alone."""
         K, w2c = check_camera(K, world_to_camera)
         H, W = _size(H, W)
-        s = self._splat(K, w2c, H, W, blend=True)
-        return MemoryView(s.colour.T.reshape(3, H, W), (s.index >= 0).float().reshape(1, H, W),
-                          s.depth.reshape(1, H, W))
+        n = H * W
+        rgb, depth, coverage = torch.zeros(n, 3), torch.zeros(n), torch.zeros(n)
+        cand = self._candidates(K, w2c, H, W, blend=True) if len(self) else None
+        self._last = ((K, w2c, H, W, self._version), cand)
+        if cand is not None:
+            front = self._front(cand, n)
+            self._last = (self._last[0], cand, front)
+            b = front.band
+            # (radius at least a pixel: the sub-pixel points in a pixel are averaged; less 5%: a
+            # neighbour one pixel away at the inserting view weighs nothing, though a one-sided
+            # step on a slanted surface projects to a little more than one pixel)
+            rx, ry = cand.rx[b].clamp(min=1.0), cand.ry[b].clamp(min=1.0)
+            w = (0.95 - cand.ex[b] / rx).clamp(min=0) * (0.95 - cand.ey[b] / ry).clamp(min=0)
+            w = torch.where(cand.covers[b] & (w == 0), torch.full_like(w, 1e-6), w)
+            pix = cand.pix[b]
+            hit = front.index >= 0
+            total = torch.zeros(n).index_add_(0, pix, w)[hit, None]
+            rgb.index_add_(0, pix, w[:, None] * self.rgb[cand.point[b]].float())
+            rgb[hit] /= 255 * total
+            rgb[~hit] = 0
+            depth, coverage = front.depth, hit.float()
+        return MemoryView(rgb.T.reshape(3, H, W), coverage.reshape(1, H, W), depth.reshape(1, H, W))
 
     # -- insert and evict ---------------------------------------------------------------------
     def insert(self, rgb, depth, K, world_to_camera, time: float) -> int:
@@ -256,51 +314,71 @@ class SceneMemory:
             raise ValueError(f"time: must be finite, got {time!r}")
         c = self.config
         H, W = depth.shape
-        self.evict(w2c, time)
-        d = depth.reshape(-1)
+        d, colours = depth.reshape(-1), rgb.reshape(-1, 3)
         new = d > c.near
-        s = self._splat(K, w2c, H, W)
-        hit = s.index >= 0
-        if hit.any():
-            slope = _slope(depth).reshape(-1)
-            same = hit & new & ((s.depth - d).abs() <= c.depth_tolerance * d + slope) & (s.rho <= 1.5)
-            refresh = same & s.own
-            self.time[s.index[refresh]] = time
-            seen_rgb, kept = rgb.reshape(-1, 3)[refresh], self.rgb[s.index[refresh]]
-            changed = (seen_rgb.float() - kept.float()).abs().mean(1) > 255 * c.recolour
-            self.rgb[s.index[refresh][changed]] = seen_rgb[changed]
+        last = self._last
+        if last[0][2:] == (H, W, self._version) and torch.equal(last[0][0], K) and torch.equal(last[0][1], w2c):
+            cand, front = last[1], last[-1]         # rendered here just now (play renders, then inserts)
+        else:
+            cand = self._candidates(K, w2c, H, W, blend=False) if len(self) else None
+            front = self._front(cand, H * W) if cand is not None else None
+        if cand is not None:
+            # the memory knows a pixel if a covering point lies at its depth (a slope's worth of slack)
+            slack = (c.depth_tolerance * d + _slope(depth).reshape(-1))[cand.pix]
+            match = cand.covers & ((cand.z - d[cand.pix]).abs() <= slack) & (d[cand.pix] > c.near)
+            fine = match & (cand.extent <= 1.5 * c.stride)                # ... finely enough
+            known = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, cand.pix[fine], True)
+            coarse = match & ~fine & ~known[cand.pix]                     # replaced by finer points
+            self.time[cand.point[fine]] = time
+            hit = front.index >= 0
+            mine = hit & front.own & known & ((front.depth - d).abs() <= c.depth_tolerance * d)
+            seen, kept = colours[mine], self.rgb[front.index[mine]]
+            changed = (seen.float() - kept.float()).abs().mean(1) > 255 * c.recolour
+            self.rgb[front.index[mine][changed]] = seen[changed]
+            # seen through: a point in front of what this view sees all around its pixel is gone
             far = torch.where(depth > 0, depth, torch.full_like(depth, float("inf")))
-            seen = -torch.nn.functional.max_pool2d(-far[None, None], 3, 1, 1).reshape(-1)
-            stale = hit & s.own & (s.depth < seen * (1 - c.depth_tolerance))
-            if stale.any():
-                self._keep(torch.ones(len(self), dtype=torch.bool).index_fill_(0, s.index[stale], False))
-            new &= ~same
+            around = -torch.nn.functional.max_pool2d(-far[None, None], 3, 1, 1).reshape(-1)
+            stale = hit & front.own & (front.depth < around * (1 - c.depth_tolerance))
+            gone = torch.cat([front.index[stale], cand.point[coarse]])
+            if len(gone):
+                self._keep(torch.ones(len(self), dtype=torch.bool).index_fill_(0, gone, False))
+            new &= ~known
         if c.stride > 1:
             grid = torch.zeros(H, W, dtype=torch.bool)
             grid[::c.stride, ::c.stride] = True
             new &= grid.reshape(-1)
         added = int(new.sum())
         if added:
-            self._add(rgb.reshape(-1, 3)[new], d, new, K, w2c, H, W, time)
+            self._add(colours[new], depth, new, K, w2c, time)
         self.evict(w2c, time)
         return added
 
-    def _add(self, colours, d, new, K, w2c, H, W, time) -> None:
-        """Lift the ``new`` pixels (flat mask over H * W) of depth ``d`` to world points."""
+    def _add(self, colours, depth, new, K, w2c, time) -> None:
+        """Lift the ``new`` pixels (flat mask over H * W) of ``depth`` (H, W) to world points, each
+        with the steps to its right and lower neighbours (stride pixels away) on its surface."""
+        H, W = depth.shape
+        s = self.config.stride
+        v, u = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5,
+                              torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij")
+        d = depth.double()
+        cam = torch.stack([(u - K[0, 2]) / K[0, 0] * d, -(v - K[1, 2]) / K[1, 1] * d, -d])   # (3, H, W)
+        pixel = d / (K[0, 0] * K[1, 1]).sqrt()                           # metres a pixel spans, facing
+        right = _step(cam, pixel, axis=2, fallback=(1.0, 0.0))
+        down = _step(cam, pixel, axis=1, fallback=(0.0, -1.0))
         i = new.nonzero().squeeze(1)
-        u, v, d = (i % W).double() + 0.5, (i // W).double() + 0.5, d[i].double()
-        cam = torch.stack([(u - K[0, 2]) / K[0, 0] * d, -(v - K[1, 2]) / K[1, 1] * d, -d])   # (3, n)
         R, t = w2c[:3, :3], w2c[:3, 3:]
-        world = (R.T @ (cam - t)).float()
-        size = (d * self.config.stride / (K[0, 0] * K[1, 1]).sqrt()).float()
+        world = (R.T @ (cam.reshape(3, -1)[:, i] - t)).float()
+        steps = torch.cat([R.T @ right.reshape(3, -1)[:, i], R.T @ down.reshape(3, -1)[:, i]]) * s
+        self._version += 1
         self.xyz = torch.cat([self.xyz, world], 1)
         self.rgb = torch.cat([self.rgb, colours])
         self.time = torch.cat([self.time, torch.full((len(i),), time)])
-        self.size = torch.cat([self.size, size])
+        self.tangents = torch.cat([self.tangents, steps.to(torch.float16)], 1)
 
     def _keep(self, keep: torch.Tensor) -> None:
-        self.xyz, self.rgb, self.time, self.size = (self.xyz[:, keep], self.rgb[keep], self.time[keep],
-                                                    self.size[keep])
+        self._version += 1
+        self.xyz, self.rgb, self.time, self.tangents = (self.xyz[:, keep], self.rgb[keep], self.time[keep],
+                                                        self.tangents[:, keep])
 
     def evict(self, world_to_camera, time: float) -> int:
         """Drop points older than ``max_age`` or farther than ``max_distance`` from this camera,
@@ -310,7 +388,7 @@ class SceneMemory:
         if n == 0:
             return 0
         eye = (-w2c[:3, :3].T @ w2c[:3, 3]).float()
-        distance = (self.xyz - eye[:, None]).norm(dim=0)
+        distance = ((self.xyz - eye[:, None]) ** 2).sum(0).sqrt()         # (not .norm(dim=0): 80x slower)
         age = float(time) - self.time
         keep = (age <= c.max_age) & (distance <= c.max_distance)
         if int(keep.sum()) > c.max_points:
@@ -329,3 +407,24 @@ def _slope(depth: torch.Tensor) -> torch.Tensor:
     dx = torch.minimum((p[1:-1, 2:] - depth).abs(), (p[1:-1, :-2] - depth).abs())
     dy = torch.minimum((p[2:, 1:-1] - depth).abs(), (p[:-2, 1:-1] - depth).abs())
     return torch.maximum(dx, dy)
+
+
+def _step(cam: torch.Tensor, pixel: torch.Tensor, axis: int, fallback: tuple[float, float]) -> torch.Tensor:
+    """(3, H, W) camera-space step from each pixel's point to its neighbour's along ``axis`` of
+    ``cam`` (3, H, W) (2: right, 1: down): of the two sides the shorter (an edge on one side does
+    not count); where even that is longer than 8 facing pixels (both sides off the surface, or
+    the sky) the step of a surface facing the camera, ``pixel`` (H, W) long in the ``fallback``
+    (x, y) direction."""
+    fwd = cam.roll(-1, axis) - cam
+    back = cam - cam.roll(1, axis)
+    n = cam.shape[axis]
+    ends = [slice(None)] * 3
+    ends[axis] = n - 1
+    fwd[tuple(ends)] = float("inf")                                      # no neighbour past the edge
+    ends[axis] = 0
+    back[tuple(ends)] = float("inf")
+    fl, bl = (fwd ** 2).sum(0), (back ** 2).sum(0)
+    step = torch.where(fl <= bl, fwd, back)
+    facing = torch.stack([fallback[0] * pixel, fallback[1] * pixel, torch.zeros_like(pixel)])
+    bad = ~(torch.minimum(fl, bl) <= (8 * pixel) ** 2)
+    return torch.where(bad, facing, step)
