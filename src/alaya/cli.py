@@ -62,13 +62,15 @@ def _load_gbuffer_clips(a: argparse.Namespace) -> list[tuple[str, dict]]:
     return [(Path(a.gbuffers).name, read_gbuffers(a.gbuffers))]
 
 
-def _renderer(model: str, weights: str | None, autoencoder: str, sampler, backend: str = "onnx"):
+def _renderer(model: str, weights: str | None, autoencoder: str, sampler, backend: str = "onnx",
+              decoder: str | None = None):
     if model == "teacher":
         from alaya.renderers import TeacherRenderer
         return TeacherRenderer.from_pretrained(weights or default_weights("teacher"), autoencoder, sampler=sampler)
     if model == "student":
         from alaya.renderers import StudentRenderer
-        return StudentRenderer.from_pretrained(weights or default_weights("student"), backend=backend)
+        return StudentRenderer.from_pretrained(weights or default_weights("student"), backend=backend,
+                                               decoder=decoder or default_weights("guided_decoder"))
     raise ValueError(f"unknown model '{model}' (available: teacher, student)")
 
 
@@ -89,7 +91,7 @@ def _render(a: argparse.Namespace) -> int:
 
     from alaya.renderers import write_frames
     clips = _load_gbuffer_clips(a)                 # refused before any weights load
-    renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a), a.backend)
+    renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a), a.backend, a.decoder)
     from alaya.data.contract import renderer_input
     progress = {"progress": True} if a.model == "teacher" else {}      # minutes on a CPU: a bar on stderr
     frames = np.concatenate([renderer.render(renderer_input(clip, 0, a.frames),
@@ -138,7 +140,7 @@ def _eval(a: argparse.Namespace) -> int:
         from alaya.codecs.autoencoder import Autoencoder
         render = codec_renderer(Autoencoder.from_pretrained(a.autoencoder).eval())
     else:
-        renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a), a.backend)
+        renderer = _renderer(a.model, a.weights, a.autoencoder, _sampler(a), a.backend, a.decoder)
 
         def render(clip, style, prompt, seed):
             return renderer.render(clip, prompt, seed=seed)
@@ -262,6 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--backend", default="onnx", choices=["onnx", "onnx-int8", "torch"],
                        help="student: run its networks in onnxruntime (onnx-int8: its steps quantized) or torch")
         q.add_argument("--weights", help="save_pretrained folder (default weights/<model>)")
+        q.add_argument("--decoder", help="student: its streaming decoder's folder (default weights/guided_decoder; "
+                       "weights/tiny_decoder: the 8x8-block decoder)")
         q.add_argument("--autoencoder", default=default_weights("autoencoder"))
         q.add_argument("--steps", type=int, default=50,
                        help="teacher: sampling steps (the student uses the steps it was distilled for)")
