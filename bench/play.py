@@ -1,13 +1,17 @@
 """Play benchmark: a real ``alaya play`` server (a subprocess) and real WebSocket clients.
 
 One session by default: delivered FPS and frame latency (from the engine starting the frame to
-the JPEG arriving at the client; both clocks are this machine's) over ``--seconds`` after a
-warm-up, while the client holds "forward" and turns now and then. With ``--sessions N`` it
+the JPEG arriving at the client; both clocks are this machine's) over ``--seconds``, counted from
+the first frame (``--warmup`` skips some), while the client holds "forward" and turns now and
+then; the first 10 s (when the server is still loading the text model in the background) are
+also reported apart (``first10_*``), and ``--prompt TEXT`` types a free-text prompt at
+``--prompt-at`` seconds. ``max_gap_ms``: the longest wait between two frames. With ``--sessions N`` it
 opens N sessions at once plus one more, which must be refused when N is the server's limit, and
 reports each session's FPS and the server's resident memory at the start and the end.
 
-Usage: python bench/play.py [--seconds 20] [--sessions 1] [--size 128] [--backend onnx-int8]
-Prints a summary, then one JSON object as its last line (keys ``fps``, ``p50_ms``, ``p99_ms``).
+Usage: python bench/play.py [--seconds 20] [--sessions 1] [--size 128] [--backend onnx-int8] [--prompt TEXT]
+Prints a summary, then one JSON object as its last line (keys ``fps``, ``p50_ms``, ``p99_ms``,
+``first10_fps``, ``first10_p99_ms``, ``max_gap_ms``).
 """
 
 from __future__ import annotations
@@ -50,15 +54,15 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 300) -> None
     raise TimeoutError("the server did not come up")
 
 
-async def client(url: str, seconds: float, warmup: float, drive: bool = True) -> dict:
+async def client(url: str, seconds: float, warmup: float, drive: bool = True, prompt: str | None = None,
+                 prompt_at: float = 2.0) -> dict:
     import websockets
     latencies, arrivals = [], []
     async with websockets.connect(url, max_size=1 << 22) as ws:
-        t0 = time.time()
         if drive:
             await ws.send(json.dumps({"type": "move", "forward": 0.5}))
-        turned = t0
-        while time.time() - t0 < warmup + seconds:
+        t0 = None                                          # the first frame's arrival
+        while t0 is None or time.time() - t0 < warmup + seconds:
             msg = await asyncio.wait_for(ws.recv(), timeout=60)
             now = time.time()
             if isinstance(msg, str):
@@ -67,15 +71,33 @@ async def client(url: str, seconds: float, warmup: float, drive: bool = True) ->
                     return {"refused": m["message"]}
                 continue
             _, engine_start = HEADER.unpack_from(msg)
+            if t0 is None:
+                t0 = turned = now
             if now - t0 >= warmup:
                 latencies.append((now - engine_start) * 1e3)
                 arrivals.append(now)
             if drive and now - turned > 1.0:
                 await ws.send(json.dumps({"type": "look", "dyaw": 0.2, "dpitch": 0.0}))
                 turned = now
+            if prompt is not None and now - t0 >= prompt_at:
+                await ws.send(json.dumps({"type": "prompt", "text": prompt}))
+                prompt = None
+    return {**stats(np.array(arrivals), np.array(latencies)),
+            **{f"first10_{k}": v for k, v in stats(*first(np.array(arrivals), np.array(latencies), 10.0)).items()}}
+
+
+def first(arrivals: np.ndarray, latencies: np.ndarray, seconds: float) -> tuple[np.ndarray, np.ndarray]:
+    keep = arrivals - arrivals[0] < seconds
+    return arrivals[keep], latencies[keep]
+
+
+def stats(arrivals: np.ndarray, latencies: np.ndarray) -> dict:
+    """Delivered FPS, latency percentiles and the longest gap between frames, of one client."""
     span = arrivals[-1] - arrivals[0] if len(arrivals) > 1 else float("nan")
     return {"fps": (len(arrivals) - 1) / span, "p50_ms": float(np.percentile(latencies, 50)),
-            "p99_ms": float(np.percentile(latencies, 99)), "frames": len(arrivals)}
+            "p99_ms": float(np.percentile(latencies, 99)), "max_ms": float(latencies.max()),
+            "max_gap_ms": float(np.diff(arrivals).max() * 1e3) if len(arrivals) > 1 else float("nan"),
+            "frames": len(arrivals)}
 
 
 async def refused_client(url: str) -> str | None:
@@ -94,7 +116,7 @@ async def refused_client(url: str) -> str | None:
 
 async def run(a, ws_url: str) -> dict:
     if a.sessions == 1:
-        return await client(ws_url, a.seconds, a.warmup)
+        return await client(ws_url, a.seconds, a.warmup, prompt=a.prompt, prompt_at=a.prompt_at)
     tasks = [asyncio.create_task(client(ws_url, a.seconds, a.warmup)) for _ in range(a.sessions)]
     await asyncio.sleep(5)
     refusal = await refused_client(ws_url)
@@ -107,7 +129,9 @@ async def run(a, ws_url: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--seconds", type=float, default=20)
-    p.add_argument("--warmup", type=float, default=3)
+    p.add_argument("--warmup", type=float, default=0, help="seconds after the first frame not counted")
+    p.add_argument("--prompt", default=None, help="a free-text prompt typed at --prompt-at seconds")
+    p.add_argument("--prompt-at", type=float, default=2.0)
     p.add_argument("--sessions", type=int, default=1)
     p.add_argument("--fps", type=float, default=30)
     add_model_arguments(p)
@@ -123,6 +147,9 @@ def main() -> None:
     print(f"{a.sessions} session(s) at {a.size}px: {result['fps']:.1f} FPS delivered (slowest session), "
           f"latency p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms; server RSS "
           f"{result['rss_start_mb']:.0f} -> {result['rss_end_mb']:.0f} MB")
+    if "first10_fps" in result:
+        print(f"first 10 s: {result['first10_fps']:.1f} FPS, latency p99 {result['first10_p99_ms']:.0f} ms, "
+              f"longest gap {result['first10_max_gap_ms']:.0f} ms; whole run: longest gap {result['max_gap_ms']:.0f} ms")
     print(json.dumps(result))
 
 

@@ -188,14 +188,17 @@ def _serve(a: argparse.Namespace) -> int:
     # streams run beside each other (as alaya play); a frame alone (a client that waits for each
     # reply) runs on graphs with a thread per core
     torch.set_num_threads(1)
+    from alaya.serve.play import server_prompt_encoder
     factory = SessionFactory.from_pretrained(a.weights, a.gbuffer_encoder, a.decoder, size=a.size,
-                                             backend=a.backend, solo_threads=_usable_cores())
+                                             backend=a.backend, solo_threads=_usable_cores(),
+                                             prompt_encoder=server_prompt_encoder())
     from alaya.serve.grpc_server import GrpcConfig, start_grpc_server
     grpc_service = start_grpc_server(factory, GrpcConfig(
         port=a.grpc, host=a.host, max_sessions=a.max_sessions, max_message_mb=a.max_message_mb,
         model_name=Path(a.weights).name, backend=a.backend, idle_timeout=a.idle_timeout))
-    from alaya.serve.play import preload_text_model
+    from alaya.serve.play import freeze_loaded, preload_text_model
     preload_text_model(factory.prompt_encoder)    # free-text prompts: streams keep theirs until it is in
+    freeze_loaded()                               # no full-heap garbage collections pausing the streams
     print(f"gRPC render service (alaya.v1.Renderer) on {grpc_service.address}: {a.size}x{a.size} frames, "
           f"{a.backend}, at most {a.max_sessions} sessions; Ctrl-C stops", flush=True)
     try:

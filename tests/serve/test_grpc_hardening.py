@@ -179,7 +179,18 @@ def test_small_seeds_keep_their_noise(factory, monkeypatch):
     assert drawn == [12345 * 1_000_003, 12345 * 1_000_003 + 1]
 
 
-def test_a_free_text_prompt_never_stalls_the_stream(service, factory):
+@pytest.fixture()
+def frozen_heap():
+    """What is loaded is frozen, as ``alaya serve`` does (``play.freeze_loaded``): else a full
+    garbage collection of the test process's heap can itself pause every thread for a second."""
+    import gc
+    gc.collect()
+    gc.freeze()
+    yield
+    gc.unfreeze()
+
+
+def test_a_free_text_prompt_never_stalls_the_stream(service, factory, frozen_heap):
     """The text model takes LOAD_SECONDS to load: frames go on with the previous prompt, each
     answered within 0.5 s, and switch to the new one from the first frame after its embedding
     is ready (the stream equals a local session that switched there)."""

@@ -16,7 +16,7 @@ from alaya.engine.interactive import InteractiveConfig, InteractiveStream
 from alaya.runtime import SessionFactory
 from alaya.serve.web import WebConfig, create_app, host_allowed, host_name
 from alaya.text import PromptEncoder
-from test_grpc_hardening import FakeTextModel
+from test_grpc_hardening import FakeTextModel, frozen_heap  # noqa: F401  (a fixture)
 from test_play_web import SIZE, factory  # noqa: F401  (the module fixture)
 from test_play_web import refused
 from tiny_models import tiny_flash_modules
@@ -97,7 +97,7 @@ def slow_text_factory():
                           prompt_encoder=PromptEncoder(loader=slow_loader))
 
 
-def test_a_free_text_prompt_never_stalls_the_frames(slow_text_factory):
+def test_a_free_text_prompt_never_stalls_the_frames(slow_text_factory, frozen_heap):  # noqa: F811
     """The text model takes LOAD_SECONDS to load: frames keep coming with the old prompt (no gap
     over 0.5 s), and the new one is used once its embedding is ready."""
     prompt = "a lighthouse in a purple storm"
@@ -114,5 +114,47 @@ def test_a_free_text_prompt_never_stalls_the_frames(slow_text_factory):
                 assert m["type"] != "error", m
                 prompts.append(m.get("prompt"))
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-    assert max(gaps) < 0.5, f"frames stopped for {max(gaps):.2f} s"
+    assert max(gaps) < 0.5, f"frames stopped for {max(gaps):.2f} s at frame {gaps.index(max(gaps))} of {len(gaps)}"
     assert prompts[0] == "a clear sunny noon" and prompts[-1] == prompt
+
+
+def test_play_freezes_what_it_loaded_before_serving(monkeypatch):
+    """Full garbage collections over the loaded models paused every thread for 0.1-0.7 s: what
+    is alive when the server starts is frozen (gc.freeze) before the first player."""
+    import gc
+
+    from alaya.serve import play
+    seen = {}
+
+    class Server:
+        def run(self):
+            seen["frozen"] = gc.get_freeze_count()
+            seen["tracked"] = len(gc.get_objects())
+    loaded = [[i] for i in range(100_000)]                      # stands for the models' objects
+    monkeypatch.setattr(play, "build_app", lambda cfg: loaded)
+    monkeypatch.setattr(play, "app_server", lambda app, host, port, on_ready: Server())
+    try:
+        play.serve(play.PlayConfig(port=1))
+        assert seen["frozen"] > 100_000 and seen["tracked"] < 100_000
+    finally:
+        gc.unfreeze()
+
+
+def wait_no_loop_threads(timeout: float = 10.0) -> list[str]:
+    names = ("alaya-engine", "alaya-model", "alaya-sample", "alaya-decode")
+    end = time.monotonic() + timeout
+    while True:
+        alive = [t.name for t in threading.enumerate() if t.name.startswith(names)]
+        if not alive or time.monotonic() > end:
+            return alive
+        time.sleep(0.05)
+
+
+def test_a_closed_session_leaves_no_threads(factory):  # noqa: F811
+    """However the session's task ends (here the test client cancels it while it tears down),
+    its engine, model and pipeline threads stop: a leaked session would go on drawing frames."""
+    assert wait_no_loop_threads() == []
+    for _ in range(3):
+        with client(factory) as c, c.websocket_connect("/ws") as ws:
+            ws.receive_bytes()
+    assert wait_no_loop_threads() == []

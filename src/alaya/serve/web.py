@@ -311,41 +311,56 @@ async def _run_session(ws: WebSocket, game: Game, cfg: WebConfig) -> None:
 
     player = await loop.run_in_executor(None, game.new_player)
     rt = RealtimeLoop(player.make_stream, player.session, box.put, LoopConfig(fps=cfg.fps), on_error=report)
-    await loop.run_in_executor(None, rt.start)
-
-    async def send_frames() -> None:
-        while True:
-            out: FrameOut = await box.get()
-            img = out.rgb if out.side is None else np.concatenate([out.rgb, out.side], 1)
-            data = await loop.run_in_executor(None, encode_jpeg, img, cfg.jpeg_quality)
-            await ws.send_bytes(HEADER.pack(out.index, out.engine_start) + data)
-            if out.index % cfg.stats_every == 0:
-                await ws.send_text(json.dumps({"type": "stats", **rt.stats(), **out.timings,
-                                               "dropped": box.dropped, "prompt": player.session.prompt}))
-            while not errors.empty():
-                await ws.send_text(json.dumps({"type": "error", "message": errors.get_nowait()}))
-
-    sender = asyncio.create_task(send_frames())
+    sender = None
     try:
-        while rt.running:
-            msg = await ws.receive()
-            if msg["type"] == "websocket.disconnect":
-                break
-            raw = msg.get("text") if msg.get("text") is not None else msg.get("bytes")
-            if raw is None:
-                continue
-            if len(raw) > cfg.max_message_bytes:
-                await ws.send_text(json.dumps({"type": "error", "message":
-                                               f"message of {len(raw)} bytes; the limit is {cfg.max_message_bytes}"}))
-                continue
-            try:
-                reply = await loop.run_in_executor(None, player.handle, game.parse(raw), rt)
-            except ValueError as err:
-                reply = {"type": "error", "message": str(err)}
-            if reply is not None:
-                await ws.send_text(json.dumps(reply))
+        await loop.run_in_executor(None, rt.start)
+        sender = asyncio.create_task(_send_frames(ws, box, errors, rt, player, cfg))
+        await _receive_events(ws, game, player, rt, cfg)
     except WebSocketDisconnect:
         pass
     finally:
-        sender.cancel()
+        # this task may be cancelled (a client gone, the server stopping) at any await here, even
+        # in this block: the loop's threads are told to stop first, without waiting, then awaited
+        if sender is not None:
+            sender.cancel()
+        rt.stop(timeout=0)
         await loop.run_in_executor(None, rt.stop)
+
+
+async def _send_frames(ws: WebSocket, box: _Mailbox, errors: asyncio.Queue, rt: RealtimeLoop, player: Player,
+                       cfg: WebConfig) -> None:
+    """The newest frame, as it comes (JPEG in an executor), and the stats and errors between."""
+    loop = asyncio.get_running_loop()
+    while True:
+        out: FrameOut = await box.get()
+        img = out.rgb if out.side is None else np.concatenate([out.rgb, out.side], 1)
+        data = await loop.run_in_executor(None, encode_jpeg, img, cfg.jpeg_quality)
+        await ws.send_bytes(HEADER.pack(out.index, out.engine_start) + data)
+        if out.index % cfg.stats_every == 0:
+            await ws.send_text(json.dumps({"type": "stats", **rt.stats(), **out.timings,
+                                           "dropped": box.dropped, "prompt": player.session.prompt}))
+        while not errors.empty():
+            await ws.send_text(json.dumps({"type": "error", "message": errors.get_nowait()}))
+
+
+async def _receive_events(ws: WebSocket, game: Game, player: Player, rt: RealtimeLoop, cfg: WebConfig) -> None:
+    """The player's events until the socket closes: each parsed and handled (in an executor); a
+    bad one gets an error message and the session goes on."""
+    loop = asyncio.get_running_loop()
+    while rt.running:
+        msg = await ws.receive()
+        if msg["type"] == "websocket.disconnect":
+            return
+        raw = msg.get("text") if msg.get("text") is not None else msg.get("bytes")
+        if raw is None:
+            continue
+        if len(raw) > cfg.max_message_bytes:
+            await ws.send_text(json.dumps({"type": "error", "message":
+                                           f"message of {len(raw)} bytes; the limit is {cfg.max_message_bytes}"}))
+            continue
+        try:
+            reply = await loop.run_in_executor(None, player.handle, game.parse(raw), rt)
+        except ValueError as err:
+            reply = {"type": "error", "message": str(err)}
+        if reply is not None:
+            await ws.send_text(json.dumps(reply))
