@@ -72,5 +72,7 @@ def test_play_defaults_to_int8_steps_but_not_for_the_world_model():
     with pytest.raises(ValueError, match="world model"):
         PlayConfig(world=True, backend="onnx-int8")
     a = build_parser().parse_args(["calibrate-int8", "--data", "d", "--clips", "2"])
-    assert (a.weights, a.split, a.clips, a.frames) == ("weights/student", "train", 2, 8)
+    from alaya.paths import default_weights
+    assert (a.weights, a.split, a.clips, a.frames) == (default_weights("student"), "train", 2, 8)
+    assert a.decoder == default_weights("guided_decoder")       # the Flash renderer's shipped decoder
     assert build_parser().parse_args(["serve", "--grpc", "1"]).backend == "onnx-int8"
