@@ -8,7 +8,7 @@ render's projection). Reported: median and 99th-percentile render and insert tim
 and CPU (the process's own time: this machine is shared), the points held at the end and at most,
 and their bytes. Torch uses one thread, as in the server.
 
-Usage: python bench/scene_memory.py [--frames 600] [--sizes 64 128] [--seed 3]
+Usage: python bench/scene_memory.py [--frames 600] [--sizes 64 128] [--seed 3] [--max-points N] [--stride S]
 Prints a table, then one JSON object as its last line (keys ``render_ms_64``, ``insert_ms_64``,
 ``render_cpu_ms_64``, ``points_64``, ... ``render_ms_128``, ..., and ``load``, the machine's load
 average when it ran).
@@ -49,9 +49,9 @@ def play(size: int, frames: int, seed: int) -> list[dict]:
     return out
 
 
-def run(size: int, frames: int, seed: int) -> dict:
+def run(size: int, frames: int, seed: int, config: SceneMemoryConfig) -> dict:
     shots = play(size, frames, seed)
-    memory = SceneMemory(SceneMemoryConfig())
+    memory = SceneMemory(config)
     times: dict[str, list[float]] = {"render": [], "insert": [], "render_cpu": [], "insert_cpu": []}
     held = []
     for t, s in enumerate(shots):
@@ -77,11 +77,14 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=600)
     ap.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--max-points", type=int, default=SceneMemoryConfig.max_points)
+    ap.add_argument("--stride", type=int, default=1, help="insert every stride-th pixel each way")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    result = {"frames": a.frames, "max_points": SceneMemoryConfig().max_points, "load": os.getloadavg()[0]}
+    config = SceneMemoryConfig(max_points=a.max_points, stride=a.stride)
+    result = {"frames": a.frames, "max_points": a.max_points, "stride": a.stride, "load": os.getloadavg()[0]}
     for size in a.sizes:
-        r = run(size, a.frames, a.seed)
+        r = run(size, a.frames, a.seed, config)
         print(f"{size}x{size}: render {r[f'render_ms_{size}']} ms (p99 {r[f'render_p99_ms_{size}']}, "
               f"CPU {r[f'render_cpu_ms_{size}']}), insert {r[f'insert_ms_{size}']} ms "
               f"(p99 {r[f'insert_p99_ms_{size}']}, CPU {r[f'insert_cpu_ms_{size}']}), "

@@ -127,6 +127,21 @@ def test_walking_up_to_what_it_saw_leaves_no_holes(game):
         assert psnr(out.rgb, near_rgb, seen) >= 22.0
 
 
+def test_replace_shows_the_newest_frame_where_it_was_seen(game):
+    view, K = game.world_to_camera, game.K
+    side = moved(view, right=0.3)
+    side_rgb, side_depth = shot(game, side)
+    scores = {}
+    for replace in (False, True):
+        memory = SceneMemory(SceneMemoryConfig(replace=replace))
+        memory.insert(*shot(game, view), K, view, time=0)
+        memory.insert(side_rgb, side_depth, K, side, time=1)
+        out = memory.render(K, side, SIZE, SIZE)
+        scores[replace] = psnr(out.rgb, side_rgb, out.coverage)
+        assert out.coverage[0][torch.tensor(side_depth) > 0].mean() > 0.85   # (new sights: next frame)
+    assert scores[True] >= 33.0 > scores[False] + 8     # the first sight, re-sampled: ~21 dB
+
+
 def test_turned_around_sees_nothing_until_it_turns_back(game):
     view, K = game.world_to_camera, game.K
     rgb, depth = shot(game, view)
@@ -183,7 +198,8 @@ def test_a_near_point_hides_a_far_one():
     memory.insert(colour(255, 0, 0), torch.full((8, 8), 5.0), K8, at(), time=0)    # a far red wall
     depth, rgb = torch.full((8, 8), 5.0), colour(255, 0, 0)
     depth[2:6, 2:6], rgb[2:6, 2:6] = 2.0, torch.tensor([0, 255, 0], dtype=torch.uint8)
-    memory.insert(rgb, depth, K8, at(), time=1)                                     # a green patch before it
+    memory.insert(rgb, depth, K8, at(), time=1)                                     # a green patch before it,
+    memory.insert(rgb, depth, K8, at(), time=2)                                     # seen twice: it stays
     assert len(memory) == 64 + 16
     out = memory.render(K8, at(), 8, 8)
     assert (out.rgb[1, 2:6, 2:6] == 1).all() and (out.rgb[0, 2:6, 2:6] == 0).all()
@@ -201,9 +217,35 @@ def test_what_is_seen_behind_a_remembered_body_removes_it():
     near = torch.full((8, 8), 2.0)
     memory.insert(colour(0, 255, 0), near, K8, at(), time=0)
     memory.insert(colour(255, 0, 0), torch.full((8, 8), 5.0), K8, at(), time=1)   # it moved away
+    assert len(memory) == 0                  # gone; what is behind it is added once seen twice
+    memory.insert(colour(255, 0, 0), torch.full((8, 8), 5.0), K8, at(), time=2)
     out = memory.render(K8, at(), 8, 8)
     assert (out.depth[0] == 5.0).all() and (out.rgb[0] == 1).all()
     assert len(memory) == 64
+
+
+def test_a_body_in_motion_is_not_remembered():
+    wall, rgb = torch.full((8, 8), 5.0), colour(255, 0, 0)
+    rgb[:, :2] = rgb[:, 4:6] = torch.tensor([0, 0, 255], dtype=torch.uint8)
+    frames = []
+    for left in (0, 4, 4):                     # a blue bar moves four pixels right, then rests
+        depth = wall.clone()
+        depth[:, left:left + 2] = 2.0
+        frames.append(depth)
+    memory = SceneMemory()
+    memory.insert(rgb, frames[0], K8, at(), time=0)          # the first frame goes in whole
+    memory.insert(rgb, frames[1], K8, at(), time=1)          # the bar moved: its old place is seen
+    out = memory.render(K8, at(), 8, 8)                      # through, its new one not yet trusted
+    assert out.depth.max() == 5.0 and out.coverage[0, :, :2].sum() == 0
+    assert out.coverage[0, :, 2:].all()
+    memory.insert(rgb, frames[2], K8, at(), time=2)          # at rest: remembered
+    out = memory.render(K8, at(), 8, 8)
+    assert (out.depth[0, :, 4:6] == 2.0).all() and (out.depth[0, :, :2] == 5.0).all()
+    assert out.coverage.mean() == 1.0
+    memory = SceneMemory(SceneMemoryConfig(confirm=False))   # without confirming: both at once
+    memory.insert(rgb, frames[0], K8, at(), time=0)
+    memory.insert(rgb, frames[1], K8, at(), time=1)
+    assert (memory.render(K8, at(), 8, 8).depth[0, :, 4:6] == 2.0).all()
 
 
 def test_points_behind_the_camera_are_not_drawn():
@@ -216,7 +258,7 @@ def test_points_behind_the_camera_are_not_drawn():
 
 
 def test_capacity_is_never_exceeded():
-    memory = SceneMemory(SceneMemoryConfig(max_points=100))
+    memory = SceneMemory(SceneMemoryConfig(max_points=100, confirm=False))
     rng = np.random.default_rng(0)
     for t in range(12):
         depth = rng.uniform(1.0, 10.0, (8, 8))
@@ -228,7 +270,7 @@ def test_capacity_is_never_exceeded():
 
 
 def test_eviction_drops_the_oldest_and_the_farthest_first():
-    c = SceneMemoryConfig(max_points=128, max_distance=100.0, max_age=150.0)
+    c = SceneMemoryConfig(max_points=128, max_distance=100.0, max_age=150.0, confirm=False)
     memory = SceneMemory(c)
     for t, x in ((0, 0.0), (50, 10.0), (100, 5.0)):      # three walls side by side, 64 points each
         memory.insert(colour(0, 0, 0), torch.full((8, 8), 3.0), K8, at(x=x), time=t)
@@ -239,7 +281,7 @@ def test_eviction_drops_the_oldest_and_the_farthest_first():
         memory.insert(colour(0, 0, 0), torch.full((8, 8), 3.0), K8, at(x=x), time=0)
     assert memory.xyz[0].min() > -5 and memory.xyz[0].max() < 20
     # beyond max_age or max_distance, points go whatever the room
-    memory = SceneMemory(SceneMemoryConfig(max_age=5.0, max_distance=50.0))
+    memory = SceneMemory(SceneMemoryConfig(max_age=5.0, max_distance=50.0, confirm=False))
     memory.insert(colour(0, 0, 0), torch.full((8, 8), 3.0), K8, at(), time=0)
     memory.insert(colour(0, 0, 0), torch.full((8, 8), 3.0), K8, at(x=10.0), time=6)
     assert memory.time.unique().tolist() == [6.0]

@@ -24,14 +24,21 @@ the pixel's. The colour is that surface's points tent-weighted by their distance
 extent: at the inserting view each pixel's own point alone. Points behind the camera or nearer
 than ``near`` are not drawn.
 
-Insert: the memory is first projected into the new view. A pixel where a covering point lies at
-the depth the frame measures (a slope's worth of slack), at no coarser than 1.5 pixels, is known
-and not added again: its points are marked seen now, and its own point takes the new colour if
-it changed by more than ``recolour`` (colours are kept otherwise: re-sampling them from every
-view would blur the memory). Coarser matching points give way to the new, finer ones. A point in
-front of what the frame sees all around its pixel (3x3) is gone (a body that moved) and is
-removed. Every other pixel with depth > ``near`` becomes a point. So standing still adds
-nothing, and walking adds what came into view.
+Insert: the memory is first projected into the new view (or the render just made there is
+reused: play renders, then inserts). A covering point at the depth the frame measures (within
+``depth_tolerance`` and a slope's worth of slack) matches the pixel; the memory knows the pixel
+if such a point, at no coarser than 1.5 pixels, lies in the pixel's own area. Known pixels are
+not added again: their points are marked seen now and, by default, keep the colour of their
+first sight (``replace=False``: re-sampling every surface from every view, or from generated
+frames, would blur the memory a little each time). With ``replace``, a pixel's matching points
+that are not finer than the new sample give way to it, so the memory shows the newest frame
+exactly where it was seen. Coarser matching points always give way to new, finer ones. A point
+in front of what the frame sees all around its pixel (3x3) is gone (a body that moved) and is
+removed. Every other pixel with depth > ``near`` becomes a point if the memory matched it, or
+(``confirm``) if the previous inserted frame saw the same surface there, within its pixel's
+patch: a body in motion, the swung blade, a flying spell are not baked into the memory, and a
+wall coming into view joins it one frame later. (The first frame goes in whole.) So standing
+still adds nothing, and walking adds what came into view.
 
 Bounded: after each insert, points older than ``max_age`` or farther than ``max_distance`` from
 the inserting camera are dropped, and beyond ``max_points`` those with the largest
@@ -56,14 +63,13 @@ class SceneMemoryConfig:
     depth_tolerance: float = 0.05  # relative depth within which two samples are one surface
     near: float = 0.05             # metres; nearer (or behind the camera) is not drawn
     stride: int = 1                # insert every stride-th pixel each way (points grow to match)
-    recolour: float = 0.2          # a point seen again takes the new colour only if it differs by more
+    replace: bool = False          # a surface seen again takes the newest samples (else: first sight)
+    confirm: bool = True           # add a pixel only once two frames saw it in place (not moving)
 
     def __post_init__(self) -> None:
         for name in ("max_points", "max_footprint", "stride"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)!r}")
-        if not 0 <= self.recolour <= 1:
-            raise ValueError(f"recolour: must be in [0, 1], got {self.recolour!r}")
         for name in ("max_distance", "max_age", "footprint", "depth_tolerance", "near"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
@@ -177,6 +183,7 @@ class SceneMemory:
     def clear(self) -> None:
         self._version = 0                                  # bumped whenever points come or go
         self._last: tuple = ((None, None, 0, 0, -1), None)   # the last render's projection
+        self._previous: tuple | None = None                # the last inserted frame's surface and camera
         self.xyz = torch.zeros(3, 0)                       # (3, N) world positions, metres
         self.rgb = torch.zeros(0, 3, dtype=torch.uint8)    # (N, 3)
         self.time = torch.zeros(0)                         # (N,) when last seen
@@ -316,6 +323,8 @@ class SceneMemory:
         H, W = depth.shape
         d, colours = depth.reshape(-1), rgb.reshape(-1, 3)
         new = d > c.near
+        trusted = torch.zeros(H * W, dtype=torch.bool)    # added without a second view
+        slope = _slope(depth)
         last = self._last
         if last[0][2:] == (H, W, self._version) and torch.equal(last[0][0], K) and torch.equal(last[0][1], w2c):
             cand, front = last[1], last[-1]         # rendered here just now (play renders, then inserts)
@@ -323,80 +332,106 @@ class SceneMemory:
             cand = self._candidates(K, w2c, H, W, blend=False) if len(self) else None
             front = self._front(cand, H * W) if cand is not None else None
         if cand is not None:
-            # the memory knows a pixel if a covering point lies at its depth (a slope's worth of slack)
-            slack = (c.depth_tolerance * d + _slope(depth).reshape(-1))[cand.pix]
+            # a covering point at the pixel's depth (a slope's worth of slack) matches it; the
+            # memory knows the pixel if one lies in its own area (a neighbour's splat reaching
+            # in is not knowledge of it: that leaves cracks between frames' strips)
+            slack = (c.depth_tolerance * d + slope.reshape(-1))[cand.pix]
             match = cand.covers & ((cand.z - d[cand.pix]).abs() <= slack) & (d[cand.pix] > c.near)
             fine = match & (cand.extent <= 1.5 * c.stride)                # ... finely enough
-            known = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, cand.pix[fine], True)
+            inside = torch.maximum(cand.ex, cand.ey) <= 0.5 * cand.extent.clamp(min=1.0)
+            known = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, cand.pix[fine & inside], True)
             coarse = match & ~fine & ~known[cand.pix]                     # replaced by finer points
+            trusted.index_fill_(0, cand.pix[coarse | (fine & ~inside)], True)   # (the memory confirms them)
             self.time[cand.point[fine]] = time
-            hit = front.index >= 0
-            mine = hit & front.own & known & ((front.depth - d).abs() <= c.depth_tolerance * d)
-            seen, kept = colours[mine], self.rgb[front.index[mine]]
-            changed = (seen.float() - kept.float()).abs().mean(1) > 255 * c.recolour
-            self.rgb[front.index[mine][changed]] = seen[changed]
+            gone = [cand.point[coarse]]
+            if c.replace:       # the new sample replaces the matching points not finer than itself
+                finer = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, cand.pix[fine & (cand.extent < 0.7)], True)
+                swap = fine & ~finer[cand.pix]
+                gone.append(cand.point[swap])
+                refreshed = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, cand.pix[swap], True)
+                known &= ~refreshed
+                trusted |= refreshed
             # seen through: a point in front of what this view sees all around its pixel is gone
             far = torch.where(depth > 0, depth, torch.full_like(depth, float("inf")))
             around = -torch.nn.functional.max_pool2d(-far[None, None], 3, 1, 1).reshape(-1)
-            stale = hit & front.own & (front.depth < around * (1 - c.depth_tolerance))
-            gone = torch.cat([front.index[stale], cand.point[coarse]])
-            if len(gone):
-                self._keep(torch.ones(len(self), dtype=torch.bool).index_fill_(0, gone, False))
+            hit = front.index >= 0
+            gone.append(front.index[hit & front.own & (front.depth < around * (1 - c.depth_tolerance))])
+            gone = torch.cat(gone)
             new &= ~known
+        else:
+            gone = torch.zeros(0, dtype=torch.long)
         if c.stride > 1:
             grid = torch.zeros(H, W, dtype=torch.bool)
             grid[::c.stride, ::c.stride] = True
             new &= grid.reshape(-1)
-        added = int(new.sum())
-        if added:
-            self._add(colours[new], depth, new, K, w2c, time)
-        self.evict(w2c, time)
+        n = len(self)
+        surface = _surface(depth, K)
+        added = self._add(colours, surface, new, trusted, w2c, time) if new.any() else 0
+        self._previous = (surface, K, w2c)
+        self._evict(w2c, time, torch.ones(n + added, dtype=torch.bool).index_fill_(0, gone, False))
         return added
 
-    def _add(self, colours, depth, new, K, w2c, time) -> None:
-        """Lift the ``new`` pixels (flat mask over H * W) of ``depth`` (H, W) to world points, each
-        with the steps to its right and lower neighbours (stride pixels away) on its surface."""
-        H, W = depth.shape
-        s = self.config.stride
-        v, u = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5,
-                              torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij")
-        d = depth.double()
-        cam = torch.stack([(u - K[0, 2]) / K[0, 0] * d, -(v - K[1, 2]) / K[1, 1] * d, -d])   # (3, H, W)
-        pixel = d / (K[0, 0] * K[1, 1]).sqrt()                           # metres a pixel spans, facing
-        right = _step(cam, pixel, axis=2, fallback=(1.0, 0.0))
-        down = _step(cam, pixel, axis=1, fallback=(0.0, -1.0))
+    def _add(self, colours, surface, new, trusted, w2c, time) -> int:
+        """Lift the ``new`` pixels (flat mask over H * W) of ``surface`` (``_surface``) to world
+        points with their steps; with ``confirm``, only those ``trusted`` or the previous frame
+        saw in the same place. Returns how many were added."""
+        cam, right, down = (x.reshape(3, -1) for x in surface)
         i = new.nonzero().squeeze(1)
         R, t = w2c[:3, :3], w2c[:3, 3:]
-        world = (R.T @ (cam.reshape(3, -1)[:, i] - t)).float()
-        steps = torch.cat([R.T @ right.reshape(3, -1)[:, i], R.T @ down.reshape(3, -1)[:, i]]) * s
+        world = R.T @ (cam[:, i] - t)
+        if self.config.confirm and self._previous is not None:
+            ok = trusted[i] | self._confirmed(world)
+            i, world = i[ok], world[:, ok]
+        if len(i) == 0:
+            return 0
+        steps = torch.cat([R.T @ right[:, i], R.T @ down[:, i]]) * self.config.stride
         self._version += 1
-        self.xyz = torch.cat([self.xyz, world], 1)
-        self.rgb = torch.cat([self.rgb, colours])
+        self.xyz = torch.cat([self.xyz, world.float()], 1)
+        self.rgb = torch.cat([self.rgb, colours[i]])
         self.time = torch.cat([self.time, torch.full((len(i),), time)])
         self.tangents = torch.cat([self.tangents, steps.to(torch.float16)], 1)
+        return len(i)
 
-    def _keep(self, keep: torch.Tensor) -> None:
-        self._version += 1
-        self.xyz, self.rgb, self.time, self.tangents = (self.xyz[:, keep], self.rgb[keep], self.time[keep],
-                                                        self.tangents[:, keep])
+    def _confirmed(self, world: torch.Tensor) -> torch.Tensor:
+        """(n,) bool: the world points (3, n) lie on what the previous frame saw: inside its view,
+        within its pixel's patch (the two steps' length) of the point it saw there. A body that
+        moved more than a pixel or two since is not."""
+        (cam, right, down), K, w2c = self._previous
+        H, W = cam.shape[1:]
+        p = w2c[:3, :3] @ world + w2c[:3, 3:]
+        z = -p[2]
+        inv = 1 / z.clamp(min=self.config.near)
+        x = (K[0, 0] * p[0] * inv + K[0, 2]).floor()
+        y = (-K[1, 1] * p[1] * inv + K[1, 2]).floor()
+        inside = (z > self.config.near) & (x >= 0) & (x < W) & (y >= 0) & (y < H)
+        at = (y.clamp(0, H - 1) * W + x.clamp(0, W - 1)).long()
+        seen = cam.reshape(3, -1)[:, at]
+        reach = ((right.reshape(3, -1)[:, at] ** 2).sum(0).sqrt() + (down.reshape(3, -1)[:, at] ** 2).sum(0).sqrt())
+        return inside & (-seen[2] > self.config.near) & (((p - seen) ** 2).sum(0) <= reach ** 2)
 
     def evict(self, world_to_camera, time: float) -> int:
         """Drop points older than ``max_age`` or farther than ``max_distance`` from this camera,
         then the oldest-and-farthest beyond ``max_points``; returns how many went."""
-        w2c = check_view(world_to_camera)
+        return self._evict(check_view(world_to_camera), time, torch.ones(len(self), dtype=torch.bool))
+
+    def _evict(self, w2c: torch.Tensor, time: float, keep: torch.Tensor) -> int:
+        """``evict``, with the points ``keep`` (N,) bool does not hold dropped too: one compaction."""
         n, c = len(self), self.config
         if n == 0:
             return 0
         eye = (-w2c[:3, :3].T @ w2c[:3, 3]).float()
         distance = ((self.xyz - eye[:, None]) ** 2).sum(0).sqrt()         # (not .norm(dim=0): 80x slower)
         age = float(time) - self.time
-        keep = (age <= c.max_age) & (distance <= c.max_distance)
+        keep &= (age <= c.max_age) & (distance <= c.max_distance)
         if int(keep.sum()) > c.max_points:
             score = torch.where(keep, age / c.max_age + distance / c.max_distance, torch.full_like(age, float("inf")))
             keep = torch.zeros(n, dtype=torch.bool)
             keep[torch.topk(score, c.max_points, largest=False, sorted=False).indices] = True
         if not keep.all():
-            self._keep(keep)
+            i = keep.nonzero().squeeze(1)
+            self._version += 1
+            self.xyz, self.tangents = self.xyz.index_select(1, i), self.tangents.index_select(1, i)
+            self.rgb, self.time = self.rgb.index_select(0, i), self.time.index_select(0, i)
         return n - len(self)
 
 
@@ -407,6 +442,18 @@ def _slope(depth: torch.Tensor) -> torch.Tensor:
     dx = torch.minimum((p[1:-1, 2:] - depth).abs(), (p[1:-1, :-2] - depth).abs())
     dy = torch.minimum((p[2:, 1:-1] - depth).abs(), (p[:-2, 1:-1] - depth).abs())
     return torch.maximum(dx, dy)
+
+
+def _surface(depth: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Camera-space points (3, H, W) of a depth map and the steps to their right and lower
+    neighbours on the same surface (``_step``), float64."""
+    H, W = depth.shape
+    v, u = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5,
+                          torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij")
+    d = depth.double()
+    cam = torch.stack([(u - K[0, 2]) / K[0, 0] * d, -(v - K[1, 2]) / K[1, 1] * d, -d])
+    pixel = d / (K[0, 0] * K[1, 1]).sqrt()                               # metres a pixel spans, facing
+    return cam, _step(cam, pixel, axis=2, fallback=(1.0, 0.0)), _step(cam, pixel, axis=1, fallback=(0.0, -1.0))
 
 
 def _step(cam: torch.Tensor, pixel: torch.Tensor, axis: int, fallback: tuple[float, float]) -> torch.Tensor:
