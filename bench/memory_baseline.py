@@ -140,8 +140,10 @@ def picture(cases: list[tuple[str, dict, list[dict], dict | None, int]], path: P
             pair = np.concatenate([rgb[frame], holes(out, r["out"].coverage[0].numpy() > 0)], 0)
             img = Image.fromarray(pair).resize((pair.shape[1] * scale, pair.shape[0] * scale), Image.NEAREST)
             draw = ImageDraw.Draw(img)
-            draw.text((3, 2), f"{eid} {label}", fill=(255, 255, 255))
-            draw.text((3, img.height // 2 + 2), f"cov {r['coverage']:.2f}  {r['psnr']:.1f} dB", fill=(255, 255, 255))
+            for xy, text in (((3, 2), f"{eid} {label}"),
+                             ((3, img.height // 2 + 2), f"cov {r['coverage']:.2f}  {r['psnr']:.1f} dB")):
+                draw.text((xy[0] + 1, xy[1] + 1), text, fill=(0, 0, 0))        # a shadow: legible on the sky
+                draw.text(xy, text, fill=(255, 255, 255))
             column.append(np.asarray(img))
         tiles.append(np.concatenate([np.pad(c, ((0, 0), (0, 4), (0, 0)), constant_values=255) for c in column], 1))
     sheet = np.concatenate([np.pad(t, ((0, 6), (0, 0), (0, 0)), constant_values=255) for t in tiles], 0)
