@@ -153,7 +153,8 @@ def _eval(a: argparse.Namespace) -> int:
         print(json.dumps(out))
     else:
         for k in ("psnr", "psnr_geometry", "ssim", "warp_error", "reference_warp_error", "flicker", "structure_f1",
-                  "sharpness_ratio", "block_grid_ratio", "gradient_error", "style_accuracy", "style_accuracy_paraphrase", "s_per_frame"):
+                  "sharpness_ratio", "block_grid_ratio", "gradient_error", "style_accuracy",
+                  "style_accuracy_paraphrase", "s_per_frame"):
             if k in out:
                 print(f"{k:28s} {out[k]:.4f}")
         if a.report:
