@@ -59,7 +59,7 @@ def student_parts(folder: str, backend: str, frames: int, size: int, warm: int =
         t1 = time.perf_counter()
         latents, fresh = session.sample(prepared)
         t2 = time.perf_counter()
-        rgb = session.decode(prepared.backend, latents, fresh)
+        rgb = session.decode(prepared.backend, latents, fresh, prepared.guide)
         t3 = time.perf_counter()
         if rgb.shape != (size, size, 3):
             raise RuntimeError(f"decoded frame has shape {rgb.shape}, expected {(size, size, 3)}")
