@@ -26,17 +26,7 @@ RUN=${RUN:-${INIT_RUN:-/tmp/alaya_guided_run}}
 if [ -n "${TINY:-}" ]; then CLIPS=6; PROBE=3; BATCH=2; BUDGET_S=${BUDGET_S_TINY:-120}; WORKERS=1; fi
 t0=$(date +%s)
 
-if [ -d .gl ] && [ -z "${SKIP_GL:-}" ]; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
-if [ -z "${SKIP_WHEELS:-}" ]; then
-    $PY -m pip install --quiet --no-index --no-deps --target /tmp/alaya_lib .device/wheels/*.whl
-    export PYTHONPATH="$PWD/src:/tmp/alaya_lib${PYTHONPATH:+:$PYTHONPATH}"
-else
-    export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-fi
-[ -f .device/prompts.safetensors ] && export ALAYA_PROMPT_CACHE="$PWD/.device/prompts.safetensors"
-export PYTHONUNBUFFERED=1 MUJOCO_GL=${MUJOCO_GL:-egl}
-nv=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-[ -f "$nv" ] && export __EGL_VENDOR_LIBRARY_FILENAMES=${__EGL_VENDOR_LIBRARY_FILENAMES:-$nv}
+. scripts/device/environment.sh
 
 $PY -m alaya.cli datagen --out "$DATA" --clips "$CLIPS" --frames 16 --size 128 --seed 1 --workers "$WORKERS" --resume
 t_data=$(date +%s)
