@@ -94,3 +94,14 @@ def styles128_dataset(tmp_path_factory):
     write_meta(root, dataclasses.replace(meta, splits=splits, clips=clips))
     return root
 
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Torch on one thread for a module (``pytestmark = pytest.mark.usefixtures("one_torch_thread")``):
+    tiny frames run several times faster than on a busy machine's many threads."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

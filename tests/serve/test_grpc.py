@@ -8,7 +8,6 @@ import time
 import grpc
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 from alaya.runtime import SessionFactory
@@ -22,13 +21,7 @@ MAX_MESSAGE_MB = 0.0625          # 64 KiB: a 32x32 frame (29 KiB) fits, a 64x64 
 TIMEOUT = 30.0
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny 32x32 frames run 5x faster on one thread than on a busy machine's many."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
