@@ -11,7 +11,7 @@ from alaya.engine.materials import EMISSIVE_MATERIALS, MATERIAL_IDS, MATERIALS
 from alaya.engine.raster import GBufferRasterizer
 from alaya.engine.scene import SceneConfig, generate_scene
 from alaya.engine.stream import EngineStream, StreamConfig, render_clip
-from alaya.engine.styles import STYLE_NAMES, STYLES, get_style
+from alaya.engine.styles import STYLE_NAMES, STYLES, Style, get_style
 from alaya.engine.world import World
 
 
@@ -30,6 +30,15 @@ def test_styles_have_phrasings():
         assert len(s.phrasings) >= 3 and len(set(s.phrasings)) == len(s.phrasings)
     with pytest.raises(KeyError, match="unknown style"):
         get_style("vaporwave")
+
+
+def test_styles_round_trip_through_their_json_form():
+    assert STYLE_NAMES[:3] == ("clear_noon", "golden_sunset", "moonlit_night")   # styles.json's order
+    for name, s in STYLES.items():
+        assert Style.from_json(name, s.to_json()) == s
+    assert STYLES["neon_night"].fill_direction == (15, 120)     # lists become tuples
+    with pytest.raises(TypeError, match="glow"):
+        Style.from_json("bad", {"description": "", "phrasings": [], "parameters": {"glow": 1.0}})
 
 
 def test_same_seed_gives_byte_identical_clips(gl_context, tmp_path):
