@@ -18,23 +18,33 @@ ACTIONS = ("push", "throw", "spawn")
 MAX_PROMPT_CHARS = 200
 
 
+Axis = Annotated[float, Field(ge=-1, le=1)]       # a held key or a mouse motion, in [-1, 1]
+
+
 class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class TextEvent(_Event):
+    """An event of free text from the player, 1 to ``MAX_PROMPT_CHARS`` characters; each
+    subclass names its ``type``."""
+    type: str
+    text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
 
 
 class Move(_Event):
     """Held movement, relative to the view: each axis in [-1, 1] (keys down/up)."""
     type: Literal["move"]
-    forward: float = Field(0.0, ge=-1, le=1)
-    strafe: float = Field(0.0, ge=-1, le=1)
-    up: float = Field(0.0, ge=-1, le=1)
+    forward: Axis = 0.0
+    strafe: Axis = 0.0
+    up: Axis = 0.0
 
 
 class Look(_Event):
     """Turn the camera by radians (mouse motion)."""
     type: Literal["look"]
-    dyaw: float = Field(0.0, ge=-1, le=1)
-    dpitch: float = Field(0.0, ge=-1, le=1)
+    dyaw: Axis = 0.0
+    dpitch: Axis = 0.0
 
 
 class Action(_Event):
@@ -42,10 +52,9 @@ class Action(_Event):
     name: Literal[ACTIONS]  # type: ignore[valid-type]
 
 
-class Prompt(_Event):
+class Prompt(TextEvent):
     """Any free-text look, from the next frame on."""
     type: Literal["prompt"]
-    text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
 
 
 class Style(_Event):

@@ -31,10 +31,8 @@ from pydantic import Field, TypeAdapter
 from alaya.data.actions import ONE_SHOT, ActionText, action_vector
 from alaya.engine.styles import STYLE_NAMES
 from alaya.runtime.loop import RealtimeLoop
-from alaya.serve.events import MAX_PROMPT_CHARS, Prompt, Reset, Style, _Event, parse_with
+from alaya.serve.events import Axis, Prompt, Reset, Style, TextEvent, _Event, parse_with
 from alaya.serve.web import Game, Player, PromptSwitch, WebConfig, create_game_app, prompt_text
-
-Axis = Annotated[float, Field(ge=-1, le=1)]
 
 
 class Move(_Event):
@@ -58,10 +56,9 @@ class Act(_Event):
     name: Literal[ONE_SHOT]  # type: ignore[valid-type]
 
 
-class Do(_Event):
+class Do(TextEvent):
     """Free text naming a one-shot action ("cast a fireball" -> spell)."""
     type: Literal["do"]
-    text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
 
 
 WORLD_EVENTS = TypeAdapter(Annotated[Union[Move, Look, Act, Do, Prompt, Style, Reset], Field(discriminator="type")])
