@@ -7,8 +7,8 @@ Images are float (B, 3, H, W) in [0, 1]; latents are (B, C, H/8, W/8), softly bo
 Each side has a linear path beside the convolutional one: an 8x8 block transform (pixel
 unshuffle, 1x1 convolution) that ``init_linear_path`` sets to the principal components of the
 training data's 8x8 blocks, scaled to unit variance. The convolutional branches start at zero,
-so training starts from the PCA codec (already ~32 dB on our renders with 32 channels) and only
-has to learn what a block transform cannot.
+so training starts from the PCA codec (docs/codecs.md has its quality) and only has to learn
+what a block transform cannot.
 """
 
 from __future__ import annotations

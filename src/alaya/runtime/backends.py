@@ -251,13 +251,11 @@ def torch_threads(n: int):
 def _session_options(threads: int, nhwc: bool = True):
     """onnxruntime options of the per-frame graphs: every graph optimisation, ``threads`` pool
     threads that spin within a run and stop at its end. A frame runs its graphs back to back:
-    pool threads that kept spinning after a run would steal the cores from the next graph
-    (measured: 3x slower frames), and pool threads that never spin are woken for every operator.
-    Measured on one 2-core machine, frames interleaved (docs/flash.md): 48 ms a frame against 57
-    without spinning (int8 steps: 38 against 46). ``nhwc`` False turns off onnxruntime's NHWC
-    rewrite of quantized convolutions, for the int8 steps: it wraps each in layout transposes,
-    which between the group norms cost more than they save (measured: 14.5 -> 13.6 ms for the
-    four steps, alternating in one process)."""
+    pool threads that kept spinning after a run would steal the cores from the next graph, and
+    pool threads that never spin are woken for every operator. ``nhwc`` False turns off
+    onnxruntime's NHWC rewrite of quantized convolutions, for the int8 steps: it wraps each in
+    layout transposes, which between the group norms cost more than they save. docs/flash.md
+    has the measurements of both."""
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -72,7 +72,7 @@ def gbuffer_condition(gbuffer_features, view_channels: int, albedo, normal, dept
             view = torch.cat([view, x], 1)
     flow = latent_flow(motion, factor)
     # one scalar: a NaN or an infinity anywhere makes the sum non-finite (so can an overflow of
-    # huge finite values, which the caller tells apart). Element-wise tests cost ~3 ms here.
+    # huge finite values, which the caller tells apart); cheaper than element-wise tests.
     checked = (x, depth, motion) if view is None else (x, depth, motion, view)
     finite = torch.isfinite(sum(a.sum() for a in checked))
     if not torch.jit.is_tracing() and not finite and not all(torch.isfinite(a).all() for a in checked):
@@ -92,8 +92,8 @@ def context_condition(condition_context, features, flow, context, valid):
 
 class _StreamNet(nn.Module):
     """``gbuffer_condition`` as one graph: the G-buffer conversion, the camera, the latent flow,
-    the checks and the G-buffer encoder and input layer in one onnxruntime run (they were ~3.5 ms
-    of torch operations a frame between graphs at 128²)."""
+    the checks and the G-buffer encoder and input layer in one onnxruntime run instead of torch
+    operations between graphs (docs/flash.md, "One stream graph per frame")."""
 
     def __init__(self, student: Student, gbuffer_encoder: TinyGBufferEncoder, factor: int = 8):
         super().__init__()
@@ -150,9 +150,8 @@ class _ModulationNet(nn.Module):
 class _SampleNet(nn.Module):
     """A frame's ``steps`` student steps as one graph, unrolled on the session's time grid
     (``_sample_times``), reading the prompt's modulations (``_ModulationNet``'s output, split by
-    one operator) instead of the prompt: one onnxruntime run a frame instead of ``steps``
-    (measured 2.5 ms a frame less for the shipped student in int8), with no per-step
-    projections of the time and prompt."""
+    one operator) instead of the prompt: one onnxruntime run a frame instead of ``steps``, with
+    no per-step projections of the time and prompt (docs/flash.md has what it saves)."""
 
     def __init__(self, student: Student, steps: int):
         super().__init__()

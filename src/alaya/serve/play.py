@@ -58,10 +58,10 @@ def server_prompt_encoder():
 
 
 def preload_text_model(encoder) -> Future:
-    """Load the text model (~10 s) on the prompt encoder's own thread while the server already
-    serves, for the players' own prompts (the styles' phrasings need none; a prompt typed before
-    it is loaded waits for it there, and the stream keeps the previous prompt meanwhile). Without
-    the model package only known prompts work, said once here."""
+    """Load the text model (seconds: docs/serve.md) on the prompt encoder's own thread while the
+    server already serves, for the players' own prompts (the styles' phrasings need none; a
+    prompt typed before it is loaded waits for it there, and the stream keeps the previous prompt
+    meanwhile). Without the model package only known prompts work, said once here."""
     def said(future: Future) -> None:
         if isinstance(future.exception(), ImportError):
             print(f"warning: {future.exception()}; only the styles' phrasings and cached prompts will work", flush=True)
@@ -112,9 +112,8 @@ def _build_world_app(cfg: PlayConfig, web):
 def serve(cfg: PlayConfig) -> None:
     import torch
     # Many sessions call torch from their own threads; each would start its own OpenMP team
-    # and they would spin against each other on a few cores (measured: a 32x32 frame took
-    # seconds with 8 sessions). The torch work per frame is small; the networks run in
-    # onnxruntime's own pool.
+    # and they would spin against each other on a few cores (docs/serve.md). The torch work
+    # per frame is small; the networks run in onnxruntime's own pool.
     torch.set_num_threads(1)
     from alaya.engine.raster import share_cores_with_a_model
     share_cores_with_a_model()      # the engines' rasterizers run beside the models
@@ -129,12 +128,11 @@ def serve(cfg: PlayConfig) -> None:
 
 
 def freeze_loaded() -> None:
-    """Collect once, then take everything alive (the models, torch, onnxruntime, FastAPI: ~240,000
-    tracked objects, twice that with the text model in process) out of the cyclic garbage
-    collector's reach (``gc.freeze``). Its full collections walk every tracked object while every
-    other thread waits for the interpreter lock: 0.1-0.7 s pauses a few times a minute in play,
-    lining up with the worst frames (the 2-core machine, busy; a full collection of the loaded
-    server took 1.0-1.6 s there, 0 ms once frozen). What sessions make later is collected as before."""
+    """Collect once, then take everything alive (the models, torch, onnxruntime, FastAPI) out of
+    the cyclic garbage collector's reach (``gc.freeze``). Its full collections walk every tracked
+    object while every other thread waits for the interpreter lock: pauses in play that line up
+    with the worst frames (docs/serve.md, "Smoothness"). What sessions make later is collected as
+    before."""
     gc.collect()
     gc.freeze()
 
