@@ -170,3 +170,22 @@ def relative_pose(old: torch.Tensor, new: torch.Tensor) -> tuple[torch.Tensor, t
     c, s = torch.cos(-new[:, 2]), torch.sin(-new[:, 2])
     centre = torch.stack([c * d[:, 0] - s * d[:, 1], s * d[:, 0] + c * d[:, 1], torch.zeros_like(c)], -1)
     return old[:, 2] - new[:, 2], centre
+
+
+# --- any motion, given the target's depth (learned camera motion, alaya.models.camera_motion) ---
+
+def warp_depth(image: torch.Tensor, depth: torch.Tensor, K: torch.Tensor, target_to_source: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``image`` (B, C, H, W) of a source camera, seen from a target camera whose pixels have
+    ``depth`` (B, 1, H, W) along its view axis: each target pixel is lifted to ``depth * K^-1 p``,
+    moved into the source camera by ``target_to_source`` (B, 4, 4, OpenCV axes) and read there
+    (bilinear). The backward warp of view synthesis (SfMLearner, Zhou et al. 2017, eq. 2).
+    Returns (warped, coverage (B, 1, H, W)) as ``warp_rotation``."""
+    B, _, H, W = image.shape
+    dtype = image.dtype
+    K = K.to(dtype)
+    rays = torch.linalg.inv(K) @ _pixels(H, W, dtype)                              # (3, HW) or (B, 3, HW)
+    points = depth.to(dtype).reshape(B, 1, H * W) * rays                          # (B, 3, HW)
+    T = target_to_source.to(dtype)
+    moved = T[:, :3, :3] @ points + T[:, :3, 3:]
+    return _sample(image, K @ moved)

@@ -1,0 +1,265 @@
+"""Learned camera motion: an action row (and the camera's state) -> the camera's relative pose.
+
+The world model moves its memory and context into the next view by the camera's motion per
+frame. That motion used to be constants tuned to our game (``constant_motion``: 3 degrees of turn
+and 0.1 m a frame, yaw about the world's up); ``CameraMotion`` learns it from the data instead:
+supervised from recorded poses where episodes have them, self-supervised from the frames where
+they do not (``alaya.train.camera_motion``: photometric error of view synthesis, per-pixel minimum
+and auto-masking after Monodepth2, Godard et al. 2019; SfMLearner, Zhou et al. 2017).
+
+The API the world model calls::
+
+    from alaya.models.camera_motion import CameraMotion
+    motion = CameraMotion.from_pretrained("weights/camera_motion")
+    state = motion.initial_state(world_to_camera=pose0)   # or pitch_degrees=..., or level (no argument)
+    for row in actions:                                    # row: (8,) alaya.data.actions
+        delta, state = motion.step(row, state)             # delta (4, 4): world_to_camera[t] = delta @ world_to_camera[t-1]
+    K = motion.intrinsics(64, 64)                          # (3, 3): the data's K, or the learned focal length
+    depth = motion.depth(state, 64, 64)                    # (64, 64) the learned depth prior, where no depth is known
+
+Conventions are the episodes' (``docs/episodes.md``): ``world_to_camera`` is an OpenGL view
+matrix (camera x right, y up, looking down -z; world z up); ``delta`` is camera t-1's
+coordinates -> camera t's. ``K`` is a pinhole on OpenCV axes with its origin at the top-left
+pixel's corner (``view_warp``); ``gl_to_cv`` turns a GL transform into OpenCV axes.
+
+The state (``MotionState``) is what the motion depends on besides the action: ``up``, the
+world's up axis in camera coordinates (the camera's pitch and roll; a yaw turns about it and a
+walk moves perpendicular to it), updated by each predicted rotation, and ``prev``, the previous
+frame's motion (momentum: a jump's rise and fall, a turn easing in). The network is an MLP over
+[action, up, prev, action x up] -> twist (axis-angle rotation in radians, translation), the
+translation in metres when trained on poses and in units of the camera's height above the floor
+when trained on frames alone (a single camera's frames cannot tell scale).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from alaya.data.actions import ACTION_DIM, NAVIGATION
+from alaya.models.view_warp import camera_rotation, walk_step
+from alaya.nn.pretrained import from_pretrained, save_pretrained
+
+GL_TO_CV = torch.diag(torch.tensor([1.0, -1.0, -1.0]))     # flips y and z: OpenGL <-> OpenCV camera axes
+WORLD_UP = torch.tensor([0.0, 0.0, 1.0])
+NAV = len(NAVIGATION)
+
+
+@dataclass
+class CameraMotionConfig:
+    action_dim: int = ACTION_DIM
+    hidden: int = 64
+    layers: int = 2
+    rotation_scale: float = 0.05        # radians: the twist's rotation is the network's output x this
+    translation_scale: float = 0.1      # metres (or eye heights): the same for its translation
+    fov_y_degrees: float = 60.0         # the focal length's start (and value, if never trained)
+    depth_grid: int = 8                 # the learned depth prior's residual, depth_grid^2 cells
+    eye_height: float = 1.0             # the prior's floor below the camera (its scale: see the docstring)
+    far: float = 20.0                   # the prior's depth of what is not floor, at the start
+
+
+@dataclass
+class MotionState:
+    """``up`` (B, 3): world up in camera (GL) coordinates; ``prev`` (B, 6): the previous twist."""
+    up: torch.Tensor
+    prev: torch.Tensor
+
+
+def axis_angle_to_matrix(w: torch.Tensor) -> torch.Tensor:
+    """(..., 3) axis-angle -> (..., 3, 3) rotation (Rodrigues)."""
+    theta = w.norm(dim=-1, keepdim=True)[..., None]                           # (..., 1, 1)
+    k = torch.zeros(*w.shape[:-1], 3, 3, dtype=w.dtype)
+    k[..., 0, 1], k[..., 0, 2], k[..., 1, 2] = -w[..., 2], w[..., 1], -w[..., 0]
+    k = k - k.transpose(-1, -2)                                              # [w]x
+    small = theta < 1e-6
+    a = torch.where(small, 1 - theta ** 2 / 6, torch.sin(theta) / theta.clamp_min(1e-6))
+    b = torch.where(small, 0.5 - theta ** 2 / 24, (1 - torch.cos(theta)) / theta.clamp_min(1e-6) ** 2)
+    return torch.eye(3, dtype=w.dtype) + a * k + b * (k @ k)
+
+
+def matrix_to_axis_angle(R: torch.Tensor) -> torch.Tensor:
+    """(..., 3, 3) rotation -> (..., 3) axis-angle (angles below 180 degrees)."""
+    cos = ((R.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1 + 1e-7, 1 - 1e-7)
+    theta = torch.acos(cos)[..., None]
+    v = torch.stack([R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]], -1)
+    scale = torch.where(theta < 1e-4, 0.5 + theta ** 2 / 12, theta / (2 * torch.sin(theta).clamp_min(1e-7)))
+    return v * scale
+
+
+def twist_to_matrix(twist: torch.Tensor) -> torch.Tensor:
+    """(..., 6) [axis-angle, translation] -> (..., 4, 4) rigid transform."""
+    out = torch.zeros(*twist.shape[:-1], 4, 4, dtype=twist.dtype)
+    out[..., :3, :3] = axis_angle_to_matrix(twist[..., :3])
+    out[..., :3, 3] = twist[..., 3:]
+    out[..., 3, 3] = 1
+    return out
+
+
+def matrix_to_twist(T: torch.Tensor) -> torch.Tensor:
+    return torch.cat([matrix_to_axis_angle(T[..., :3, :3]), T[..., :3, 3]], -1)
+
+
+def relative_motion(world_to_camera: torch.Tensor) -> torch.Tensor:
+    """(T, 4, 4) recorded poses -> (T, 4, 4) deltas, delta[t] = P[t] P[t-1]^-1 (delta[0] = I)."""
+    P = world_to_camera.double()
+    out = torch.eye(4, dtype=P.dtype).repeat(len(P), 1, 1)
+    out[1:] = P[1:] @ torch.linalg.inv(P[:-1])
+    return out.to(world_to_camera.dtype)
+
+
+def up_in_camera(world_to_camera: torch.Tensor) -> torch.Tensor:
+    """(..., 4, 4) GL view matrices -> (..., 3) the world's up axis in camera coordinates."""
+    return world_to_camera[..., :3, 2]
+
+
+def up_from_pitch(pitch_degrees: torch.Tensor) -> torch.Tensor:
+    """(B,) camera pitch (+ up) -> (B, 3) world up in a level-rolled GL camera's coordinates."""
+    p = torch.deg2rad(pitch_degrees.float())
+    return torch.stack([torch.zeros_like(p), torch.cos(p), -torch.sin(p)], -1)
+
+
+def pitch_of(up: torch.Tensor) -> torch.Tensor:
+    """(..., 3) world up in GL camera coordinates -> (...) the camera's pitch in radians (+ up):
+    the camera looks down -z, so forward . world up = -up_z."""
+    return torch.asin((-up[..., 2]).clamp(-1, 1))
+
+
+def gl_to_cv(T: torch.Tensor) -> torch.Tensor:
+    """(..., 4, 4) a transform between OpenGL camera frames -> the same between OpenCV frames."""
+    flip = torch.eye(4, dtype=T.dtype)
+    flip[:3, :3] = GL_TO_CV.to(T.dtype)
+    return flip @ T @ flip
+
+
+def constant_motion(rows: torch.Tensor, up: torch.Tensor, turn_degrees: float = 3.0, pitch_degrees: float = 2.0,
+                    move_metres: float = 0.1, max_pitch_degrees: float = 40.0) -> torch.Tensor:
+    """(B, 4, 4) GL deltas of action rows (B, 8) played from cameras of world up ``up`` (B, 3) by
+    the fixed constants the world model used before this module (``view_warp.walk_poses``): turn
+    about the world's up, pitch (held within the session's limit), then walk ``move_metres`` per
+    unit along the new heading, diagonals not faster; height constant. The baseline the learned
+    motion is measured against."""
+    rows, up = rows.float(), up.float()
+    pitch0 = pitch_of(up)
+    limit = math.radians(max_pitch_degrees)
+    pitch1 = (pitch0 + rows[:, 3] * math.radians(pitch_degrees)).clamp(-limit, limit)
+    yaw1 = rows[:, 2] * math.radians(turn_degrees)
+    old, new = camera_rotation(torch.zeros_like(yaw1), pitch0), camera_rotation(yaw1, pitch1)   # world -> cv camera
+    step = move_metres * walk_step(rows, yaw1, 1.0)
+    centre = torch.cat([step, torch.zeros_like(step[:, :1])], -1)                # new centre - old centre
+    cv = torch.zeros(len(rows), 4, 4)
+    cv[:, :3, :3] = new @ old.transpose(1, 2)
+    cv[:, :3, 3] = -(new @ centre[:, :, None])[..., 0]
+    cv[:, 3, 3] = 1
+    return gl_to_cv(cv)
+
+
+class CameraMotion(nn.Module):
+    """Action row + ``MotionState`` -> twist; focal length; a depth prior (module docstring)."""
+
+    def __init__(self, config: CameraMotionConfig | None = None) -> None:
+        super().__init__()
+        self.config = cfg = config or CameraMotionConfig()
+        width = cfg.action_dim + 3 + 6 + 3 * NAV
+        layers: list[nn.Module] = []
+        for _ in range(cfg.layers):
+            layers += [nn.Linear(width, cfg.hidden), nn.SiLU()]
+            width = cfg.hidden
+        self.net = nn.Sequential(*layers, nn.Linear(width, 6))
+        nn.init.zeros_(self.net[-1].weight)                  # starts as the identity motion
+        nn.init.zeros_(self.net[-1].bias)
+        # focal length over the image height: f = 0.5 H / tan(fov / 2)
+        self.log_focal = nn.Parameter(torch.tensor(math.log(0.5 / math.tan(math.radians(cfg.fov_y_degrees) / 2))))
+        self.log_far = nn.Parameter(torch.tensor(math.log(cfg.far)))
+        self.depth_residual = nn.Parameter(torch.zeros(1, 1, cfg.depth_grid, cfg.depth_grid))
+
+    # --- motion ---------------------------------------------------------------------------
+    def _scales(self) -> torch.Tensor:
+        c = self.config
+        return torch.tensor([c.rotation_scale] * 3 + [c.translation_scale] * 3)
+
+    def twist(self, rows: torch.Tensor, up: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+        """(B, 6) twists [axis-angle (rad), translation] of action rows (B, 8) from states
+        ``up`` (B, 3), ``prev`` (B, 6)."""
+        rows, up = rows.float(), up.float()
+        nav = rows[:, :NAV, None] * up[:, None, :]                                # (B, 4, 3) action x up
+        x = torch.cat([rows, up, prev.float() / self._scales(), nav.flatten(1)], -1)
+        return self.net(x) * self._scales()
+
+    @staticmethod
+    def next_up(up: torch.Tensor, twist: torch.Tensor) -> torch.Tensor:
+        """(B, 3) the world's up in the next camera: rotated by the twist's rotation, unit length."""
+        up = (axis_angle_to_matrix(twist[:, :3]) @ up[:, :, None])[..., 0]
+        return up / up.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+
+    def initial_state(self, world_to_camera: torch.Tensor | None = None, pitch_degrees: float | None = None,
+                      batch: int = 1) -> MotionState:
+        """A session's start: from a recorded pose (4, 4) or (B, 4, 4), else a camera at
+        ``pitch_degrees`` (no roll), else a level camera; no previous motion."""
+        if world_to_camera is not None:
+            up = up_in_camera(torch.as_tensor(world_to_camera, dtype=torch.float32).reshape(-1, 4, 4))
+        else:
+            up = up_from_pitch(torch.full((batch,), float(pitch_degrees or 0.0)))
+        return MotionState(up=up, prev=torch.zeros(len(up), 6))
+
+    @torch.no_grad()
+    def step(self, action_row, state: MotionState) -> tuple[torch.Tensor, MotionState]:
+        """One frame: (delta (4, 4), or (B, 4, 4) for rows (B, 8); the next state)."""
+        rows = torch.as_tensor(action_row, dtype=torch.float32)
+        single = rows.dim() == 1
+        rows = rows.reshape(-1, self.config.action_dim)
+        tw = self.twist(rows, state.up, state.prev)
+        delta = twist_to_matrix(tw)
+        new = MotionState(up=self.next_up(state.up, tw), prev=tw)
+        return (delta[0] if single else delta), new
+
+    @torch.no_grad()
+    def rollout(self, actions, state: MotionState) -> tuple[torch.Tensor, MotionState]:
+        """(T, 8) or (B, T, 8) rows played from ``state``: (deltas (B, T, 4, 4), last state)."""
+        rows = torch.as_tensor(actions, dtype=torch.float32)
+        rows = rows[None] if rows.dim() == 2 else rows
+        out = []
+        for t in range(rows.shape[1]):
+            delta, state = self.step(rows[:, t], state)
+            out.append(delta)
+        return torch.stack(out, 1), state
+
+    # --- camera ---------------------------------------------------------------------------
+    def intrinsics(self, H: int, W: int) -> torch.Tensor:
+        """(3, 3) K of an H x W image (square pixels, centred principal point)."""
+        f = self.log_focal.exp() * H
+        zero, one = torch.zeros(()), torch.ones(())
+        return torch.stack([torch.stack([f, zero, zero + W / 2]), torch.stack([zero, f, zero + H / 2]),
+                            torch.stack([zero, zero, one])])
+
+    def depth(self, state: MotionState | torch.Tensor, H: int, W: int) -> torch.Tensor:
+        """(B, H, W) the learned depth prior (along the view axis) of cameras with world up
+        ``state.up`` (B, 3): a floor ``eye_height`` below, the rest at the learned far depth,
+        times a learned smooth residual; a (1, H, W) depth comes back squeezed for one camera."""
+        up = (state.up if isinstance(state, MotionState) else state).float().reshape(-1, 3)
+        K = self.intrinsics(H, W)
+        ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
+        rays = torch.stack([xs, ys, torch.ones_like(xs)]).reshape(3, -1)
+        rays = GL_TO_CV @ torch.linalg.inv(K) @ rays                           # (3, HW) GL, view depth 1
+        down = -(up @ rays)                                                    # (B, HW) per unit of depth
+        far = self.log_far.exp()
+        floor = self.config.eye_height / down.clamp_min(1e-6)
+        plane = torch.where(down > 1e-6, torch.minimum(floor, far), far).reshape(-1, 1, H, W)
+        residual = F.interpolate(self.depth_residual, size=(H, W), mode="bilinear", align_corners=False)
+        return (plane * residual.exp())[:, 0]
+
+    # --- weights --------------------------------------------------------------------------
+    def set_intrinsics(self, K: torch.Tensor, H: int) -> None:
+        """Take the data's focal length (fy of K over the image height ``H``)."""
+        with torch.no_grad():
+            self.log_focal.copy_(torch.log(torch.as_tensor(K, dtype=torch.float32)[1, 1] / H))
+
+    def save_pretrained(self, folder, **metadata) -> None:
+        save_pretrained(self, folder, **metadata)
+
+    @classmethod
+    def from_pretrained(cls, folder) -> CameraMotion:
+        return from_pretrained(cls, CameraMotionConfig, folder).eval()

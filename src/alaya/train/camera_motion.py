@@ -1,0 +1,331 @@
+"""Training and measuring ``alaya.models.camera_motion.CameraMotion`` (``alaya train motion``).
+
+Two ways to learn the camera's motion per action, chosen per dataset (``mode="auto"``: poses
+when every episode has ``world_to_camera``, else frames):
+
+* ``poses`` (supervised): the twist of each recorded delta ``P[t] P[t-1]^-1`` is the target
+  (smooth L1 over the twist, each part over its scale). Half of the samples take their state
+  (up, previous motion) from the recording, half from the model's own rollout from the
+  episode's first pose (refreshed every ``refresh`` steps), which is what a session has.
+* ``frames`` (self-supervised, SfMLearner / Monodepth2): frame t is synthesised from frames t-1
+  and t+1 by ``view_warp.warp_depth`` with the predicted motions of rows t and t+1 and the
+  model's depth prior (floor plane + far depth x a learned coarse residual); the loss is
+  Monodepth2's photometric error 0.85 (1 - SSIM) / 2 + 0.15 L1, its per-pixel minimum over the
+  two sources and auto-masking (a pixel whose unwarped sources match it better is left out: the
+  HUD, bodies moving with the camera, standing still), at 3 scales (H, H/2, H/4; the coarse
+  ones widen the basin for large turns). States come from the model's own rollout from a level
+  camera. Where the data has no ``K`` the focal length is learned too.
+
+``evaluate_motion`` plays each held-out episode's rows from its first recorded pose and
+measures every frame's rotation (degrees) and translation (m) against the recorded deltas, for
+the model and for ``camera_motion.constant_motion`` (the fixed constants).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from alaya.data.episodes import EpisodeDataset
+from alaya.io import atomic_write_text
+from alaya.models.camera_motion import (CameraMotion, CameraMotionConfig, MotionState, constant_motion, gl_to_cv,
+                                        matrix_to_axis_angle, matrix_to_twist, relative_motion, twist_to_matrix,
+                                        up_in_camera)
+from alaya.models.view_warp import warp_depth
+from alaya.train.loop import TrainConfig
+
+MODES = ("auto", "poses", "frames")
+
+
+@dataclass
+class MotionTrainConfig:
+    data: str
+    out: str = "weights/camera_motion"
+    mode: str = "auto"
+    model: CameraMotionConfig = field(default_factory=CameraMotionConfig)
+    refresh: int = 25                  # steps between rollouts of the states
+    scales: int = 3                    # frames: photometric pyramid levels
+    learn_intrinsics: bool | None = None   # None: learn the focal length when the data has no K
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/camera_motion", steps=1500,
+                                                                    batch_size=32, lr=3e-3))
+
+
+class MotionEpisodes:
+    """One split in memory, padded to the longest episode: ``actions`` (N, T, 8), ``length`` (N,),
+    ``rgb`` (N, S, T, 3, H, W) float in [0, 1] (frames mode), ``poses`` (N, T, 4, 4) or None,
+    ``K`` (3, 3) or None."""
+
+    def __init__(self, root: str, split: str | None, frames: bool) -> None:
+        ds = EpisodeDataset(root)
+        eps = [ds.load(i) for i in ds.ids(split)]
+        if not eps:
+            raise ValueError(f"{root}: no episodes in split {split!r}")
+        self.ids = ds.ids(split)
+        self.length = torch.tensor([len(e["actions"]) for e in eps])
+        T = int(self.length.max())
+        pad = lambda a, v: np.concatenate([a, np.repeat(a[-1:] * v, T - len(a), 0)]) if len(a) < T else a  # noqa: E731
+        self.actions = torch.from_numpy(np.stack([pad(e["actions"], 0) for e in eps]))
+        has_poses = all("world_to_camera" in e for e in eps)
+        self.poses = torch.from_numpy(np.stack([pad(e["world_to_camera"], 1) for e in eps])) if has_poses else None
+        self.K = torch.from_numpy(eps[0]["K"]) if "K" in eps[0] else None
+        self.rgb = None
+        if frames:
+            S = min(e["rgb"].shape[0] for e in eps)
+            rgb = np.stack([np.stack([pad(e["rgb"][s], 1) for s in range(S)]) for e in eps])   # (N, S, T, H, W, 3)
+            self.rgb = torch.from_numpy(rgb).permute(0, 1, 2, 5, 3, 4)                         # uint8, kept small
+        self.size = tuple(eps[0]["rgb"].shape[2:4])
+
+    def targets(self) -> torch.Tensor | None:
+        """(N, T, 6) recorded twists (row t: frame t-1 -> t), or None."""
+        if self.poses is None:
+            return None
+        return torch.stack([matrix_to_twist(relative_motion(p)) for p in self.poses]).float()
+
+    def start_state(self, model: CameraMotion, from_poses: bool) -> MotionState:
+        if from_poses and self.poses is not None:
+            return MotionState(up=up_in_camera(self.poses[:, 0]).float(), prev=torch.zeros(len(self.actions), 6))
+        return model.initial_state(batch=len(self.actions))
+
+
+@torch.no_grad()
+def rollout_states(model: CameraMotion, data: MotionEpisodes, from_poses: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The states before each row, playing every episode's rows from its start: up (N, T + 1, 3),
+    prev (N, T + 1, 6); index t is the state row t is played from (index T: after the last)."""
+    state = data.start_state(model, from_poses)
+    ups, prevs = [state.up, state.up], [state.prev, state.prev]          # row 0 is not played
+    for t in range(1, data.actions.shape[1]):
+        tw = model.twist(data.actions[:, t], state.up, state.prev)
+        state = MotionState(up=model.next_up(state.up, tw), prev=tw)
+        ups.append(state.up)
+        prevs.append(state.prev)
+    return torch.stack(ups, 1), torch.stack(prevs, 1)
+
+
+# --- the photometric loss (Monodepth2) ---------------------------------------------------------
+
+def ssim_map(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """(B, C, H, W) SSIM over 3x3 windows (reflection padded), as Monodepth2's."""
+    x, y = F.pad(x, (1, 1, 1, 1), mode="reflect"), F.pad(y, (1, 1, 1, 1), mode="reflect")
+    mx, my = F.avg_pool2d(x, 3, 1), F.avg_pool2d(y, 3, 1)
+    sx = F.avg_pool2d(x * x, 3, 1) - mx ** 2
+    sy = F.avg_pool2d(y * y, 3, 1) - my ** 2
+    sxy = F.avg_pool2d(x * y, 3, 1) - mx * my
+    c1, c2 = 0.01 ** 2, 0.03 ** 2
+    return ((2 * mx * my + c1) * (2 * sxy + c2)) / ((mx ** 2 + my ** 2 + c1) * (sx + sy + c2))
+
+
+def photometric_error(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """(B, 1, H, W) 0.85 (1 - SSIM) / 2 + 0.15 |pred - target|, averaged over channels."""
+    ssim = ((1 - ssim_map(pred, target)) / 2).clamp(0, 1)
+    return (0.85 * ssim + 0.15 * (pred - target).abs()).mean(1, keepdim=True)
+
+
+def reprojection_loss(target: torch.Tensor, sources: list[torch.Tensor], to_source: list[torch.Tensor],
+                      depth: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Monodepth2's loss of ``target`` (B, 3, H, W) synthesised from each of ``sources`` by the
+    OpenCV transforms ``to_source`` (B, 4, 4) and the target's ``depth`` (B, 1, H, W): the
+    per-pixel minimum over the sources' errors and, auto-masking, their errors unwarped (a pixel
+    the identity explains better gives no gradient); a pixel a source does not cover counts
+    there as unexplained. Returns (loss, share of pixels the warp explained best)."""
+    warped, identity = [], []
+    for src, T in zip(sources, to_source):
+        img, cov = warp_depth(src, depth, K, T)
+        warped.append(torch.where(cov > 0.5, photometric_error(img, target), torch.full_like(cov, 1e3)))
+        identity.append(photometric_error(src, target) + 1e-5 * torch.randn_like(cov))
+    warped_min = torch.cat(warped, 1).min(1).values
+    identity_min = torch.cat(identity, 1).min(1).values
+    best = torch.minimum(warped_min, identity_min)
+    return best.mean(), (warped_min < identity_min).float().mean()
+
+
+def _scaled_K(K: torch.Tensor, f: float) -> torch.Tensor:
+    out = K.clone()
+    out[:2] = out[:2] * f
+    return out
+
+
+def frames_loss(model: CameraMotion, data: MotionEpisodes, states, e: torch.Tensor, t: torch.Tensor,
+                s: torch.Tensor, K: torch.Tensor, scales: int) -> tuple[torch.Tensor, dict]:
+    """The self-supervised loss of target frames t (2 <= ... <= length - 2) of episodes e, style s."""
+    ups, prevs = states
+    tw_in = model.twist(data.actions[e, t], ups[e, t], prevs[e, t])            # frame t-1 -> t
+    tw_out = model.twist(data.actions[e, t + 1], ups[e, t + 1], prevs[e, t + 1])  # frame t -> t+1
+    to_prev = gl_to_cv(torch.linalg.inv(twist_to_matrix(tw_in)))
+    to_next = gl_to_cv(twist_to_matrix(tw_out))
+    frames = [data.rgb[e, s, t + k].float() / 255 for k in (-1, 0, 1)]
+    H = frames[0].shape[-1]
+    total, explained = 0.0, 0.0
+    for level in range(scales):
+        f = 0.5 ** level
+        imgs = [F.interpolate(x, scale_factor=f, mode="area") if level else x for x in frames]
+        h, w = imgs[0].shape[-2:]
+        depth = model.depth(ups[e, t + 1], h, w)[:, None]
+        loss, share = reprojection_loss(imgs[1], [imgs[0], imgs[2]], [to_prev, to_next], depth, _scaled_K(K, f))
+        total = total + loss / scales
+        explained = explained + float(share) / scales
+    reg = 1e-2 * model.depth_residual.pow(2).mean()
+    del H
+    return total + reg, {"explained": explained}
+
+
+def poses_loss(model: CameraMotion, data: MotionEpisodes, targets: torch.Tensor, states,
+               e: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Smooth L1 between predicted and recorded twists of rows t, half from recorded states."""
+    ups, prevs = states
+    rec_up = up_in_camera(data.poses[e, t - 1]).float()
+    rec_prev = torch.where((t > 1)[:, None], targets[e, (t - 1).clamp_min(1)], torch.zeros(len(t), 6))
+    own = torch.rand(len(t)) < 0.5
+    up = torch.where(own[:, None], ups[e, t], rec_up)
+    prev = torch.where(own[:, None], prevs[e, t], rec_prev)
+    pred = model.twist(data.actions[e, t], up, prev)
+    scale = model._scales()
+    return F.smooth_l1_loss(pred / scale, targets[e, t] / scale, beta=0.1)
+
+
+def _resolve_mode(cfg: MotionTrainConfig, data: MotionEpisodes) -> str:
+    if cfg.mode not in MODES:
+        raise ValueError(f"motion mode must be one of {MODES}, got {cfg.mode!r}")
+    if cfg.mode == "poses" and data.poses is None:
+        raise ValueError(f"{cfg.data}: mode 'poses' needs every episode's camera poses (key 'world_to_camera'); "
+                         "use mode 'frames' (learned from the frames alone)")
+    return cfg.mode if cfg.mode != "auto" else ("poses" if data.poses is not None else "frames")
+
+
+def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
+    """Train on ``cfg.data``'s train split; save to ``cfg.out`` (with the test split's errors
+    when it has poses) and write ``config.json`` / ``metrics.jsonl`` in the run folder."""
+    tr = cfg.train
+    torch.manual_seed(tr.seed)
+    if tr.threads:
+        torch.set_num_threads(tr.threads)
+    probe = EpisodeDataset(cfg.data)
+    split = "train" if probe.ids("train") else None
+    has_poses = all("world_to_camera" in probe.load(i) for i in probe.ids(split)[:1])
+    mode = cfg.mode if cfg.mode != "auto" else ("poses" if has_poses else "frames")
+    data = MotionEpisodes(cfg.data, split, frames=mode == "frames")
+    mode = _resolve_mode(dataclasses.replace(cfg, mode=mode), data)
+    model = CameraMotion(cfg.model)
+    learn_K = data.K is None if cfg.learn_intrinsics is None else cfg.learn_intrinsics
+    if data.K is not None and not learn_K:
+        model.set_intrinsics(data.K, data.size[0])
+    model.log_focal.requires_grad_(learn_K and mode == "frames")
+    frames_only = [model.log_far, model.depth_residual]
+    if mode == "poses":
+        for p in frames_only:
+            p.requires_grad_(False)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=tr.lr)
+    run = Path(tr.run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run / "config.json", json.dumps({**dataclasses.asdict(cfg), "resolved_mode": mode}, indent=2))
+    targets = data.targets() if mode == "poses" else None
+    lo = 1 if mode == "poses" else 2                         # frames: frames t-1 and t+1 exist
+    hi = data.length - (0 if mode == "poses" else 1)         # exclusive
+    g = torch.Generator().manual_seed(tr.seed)
+    states = None
+    log = open(run / "metrics.jsonl", "w")
+    bar = tqdm(range(1, tr.steps + 1), desc=f"train motion ({mode})", disable=not tr.progress, dynamic_ncols=True)
+    for step in bar:
+        if states is None or step % cfg.refresh == 1:
+            states = rollout_states(model, data, from_poses=mode == "poses")
+        for group in opt.param_groups:
+            group["lr"] = tr.lr_at(step - 1)
+        e = torch.randint(len(data.actions), (tr.batch_size,), generator=g)
+        t = lo + (torch.rand(tr.batch_size, generator=g) * (hi[e] - lo)).long()
+        if mode == "poses":
+            loss, info = poses_loss(model, data, targets, states, e, t), {}
+        else:
+            s = torch.randint(data.rgb.shape[1], (tr.batch_size,), generator=g)
+            K = data.K.float() if (data.K is not None and not learn_K) else model.intrinsics(*data.size)
+            loss, info = frames_loss(model, data, states, e, t, s, K, cfg.scales)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tr.grad_clip)
+        opt.step()
+        if step % tr.log_every == 0 or step == tr.steps:
+            row = {"step": step, "loss": float(loss.detach()), **info,
+                   "fov_y_degrees": float(2 * torch.rad2deg(torch.atan(0.5 / model.log_focal.exp())))}
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            bar.set_postfix(loss=f"{float(loss):.4f}")
+    log.close()
+    model.eval()
+    metrics = {}
+    test = EpisodeDataset(cfg.data).ids("test")
+    if test and data.poses is not None:
+        metrics = evaluate_motion(model, cfg.data, "test", scale_from=cfg.data if mode == "frames" else None)
+    model.save_pretrained(cfg.out, trained={"mode": mode, "data": str(cfg.data), "steps": tr.steps,
+                                            "lr": tr.lr, "batch_size": tr.batch_size, "seed": tr.seed,
+                                            "episodes": data.ids, "learned_intrinsics": bool(learn_K)},
+                          metrics=metrics)
+    return model
+
+
+# --- measurement ------------------------------------------------------------------------------
+
+def _errors(pred: torch.Tensor, true: torch.Tensor, mask: torch.Tensor) -> dict:
+    """Per-frame rotation (degrees) and translation (m) errors of (N, T, 4, 4) deltas over ``mask``."""
+    rel = pred[..., :3, :3].transpose(-1, -2) @ true[..., :3, :3]
+    rot = torch.rad2deg(matrix_to_axis_angle(rel).norm(dim=-1))[mask]
+    trans = (pred[..., :3, 3] - true[..., :3, 3]).norm(dim=-1)[mask]
+    return {"rotation_deg_mean": float(rot.mean()), "rotation_deg_median": float(rot.median()),
+            "translation_m_mean": float(trans.mean()), "translation_m_median": float(trans.median())}
+
+
+def _translation_scale(model: CameraMotion, data: MotionEpisodes) -> float:
+    """Least-squares scale of the model's translations onto the recorded ones (frames mode learns
+    translation up to scale)."""
+    pred, mask = _play(model, data)
+    true = torch.stack([relative_motion(p) for p in data.poses]).float()
+    a, b = pred[..., :3, 3][mask], true[..., :3, 3][mask]
+    return float((a * b).sum() / (a * a).sum().clamp_min(1e-12))
+
+
+def _play(model: CameraMotion, data: MotionEpisodes) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, T, 4, 4) deltas of each episode's rows played freely from its first recorded pose, and
+    the mask (N, T) of real frames t >= 1."""
+    ups, prevs = rollout_states(model, data, from_poses=True)
+    N, T = data.actions.shape[:2]
+    tw = model.twist(data.actions.reshape(-1, 8), ups[:, :T].reshape(-1, 3), prevs[:, :T].reshape(-1, 6))
+    pred = twist_to_matrix(tw.reshape(N, T, 6))
+    mask = torch.arange(T)[None] < data.length[:, None]
+    mask[:, 0] = False
+    return pred, mask
+
+
+@torch.no_grad()
+def evaluate_motion(model: CameraMotion, root: str, split: str = "test", scale_from: str | None = None) -> dict:
+    """Rotation and translation errors per frame on ``split`` (free rollouts from each episode's
+    first pose) for the model and the fixed constants; ``navigating`` counts only frames whose
+    row has a navigation value; with ``scale_from`` (a dataset with poses), the model's
+    translations are also scaled by the least-squares factor fitted on its train split."""
+    data = MotionEpisodes(root, split, frames=False)
+    if data.poses is None:
+        raise ValueError(f"{root}: evaluate_motion needs recorded poses (key 'world_to_camera')")
+    true = torch.stack([relative_motion(p) for p in data.poses]).float()
+    pred, mask = _play(model, data)
+    ups = up_in_camera(data.poses).float()
+    const = torch.zeros_like(true)
+    const[:, 1:] = constant_motion(data.actions[:, 1:].reshape(-1, 8), ups[:, :-1].reshape(-1, 3)).reshape(
+        len(true), -1, 4, 4)
+    nav = mask & (data.actions[..., :4].abs().sum(-1) > 0)
+    out = {"split": split, "episodes": len(data.ids), "frames": int(mask.sum()),
+           "model": _errors(pred, true, mask), "model_navigating": _errors(pred, true, nav),
+           "constants": _errors(const, true, mask), "constants_navigating": _errors(const, true, nav),
+           "fov_y_degrees": float(2 * torch.rad2deg(torch.atan(0.5 / model.log_focal.exp()))),
+           "true_fov_y_degrees": (float(2 * math.degrees(math.atan(0.5 * data.size[0] / float(data.K[1, 1]))))
+                                  if data.K is not None else None)}
+    if scale_from is not None:
+        scale = _translation_scale(model, MotionEpisodes(scale_from, "train", frames=False))
+        scaled = pred.clone()
+        scaled[..., :3, 3] *= scale
+        out["translation_scale"] = scale
+        out["model_scaled"] = _errors(scaled, true, mask)
+    return out
