@@ -16,7 +16,7 @@ def _train(a: argparse.Namespace) -> int:
                         device=a.device)
     if a.what == "codec":
         from alaya.codecs.autoencoder import AutoencoderConfig
-        from alaya.codecs.training import CodecTrainConfig, train_codec
+        from alaya.train.codecs import CodecTrainConfig, train_codec
         cfg = CodecTrainConfig(data=a.data, out=a.out or "weights/autoencoder", crop=a.crop,
                                autoencoder=AutoencoderConfig(latent_channels=a.latent_channels),
                                train=train)
@@ -45,21 +45,25 @@ def _train(a: argparse.Namespace) -> int:
         from alaya.train.guided_decoder import GuidedDecoderTrainConfig, train_guided_decoder
         model = train_guided_decoder(GuidedDecoderTrainConfig(
             data=a.data, student=a.student, out=a.out or "weights/guided_decoder",
-            gradient_weight=a.gradient_weight, train=train))
+            gradient_weight=a.gradient_weight, init=a.init, albedo_gain=a.albedo_gain,
+            adversarial_weight=a.adversarial_weight, adversarial_start=a.adversarial_start, train=train))
     elif a.what == "world":
         from alaya.cli_world import train_world_from_args
         model = train_world_from_args(a, train)
+    elif a.what == "motion":
+        from alaya.cli_world import train_motion_from_args
+        model = train_motion_from_args(a, train)
     elif a.what == "idm":
         from alaya.data.episodes import EpisodeDataset
         from alaya.evaluation.inverse_dynamics import train_idm
         model = train_idm(EpisodeDataset(a.data), a.out or "weights/inverse_dynamics", steps=a.steps,
                           batch_size=a.batch_size, lr=a.lr, seed=a.seed)
     elif a.what == "style-classifier":
-        from alaya.evaluation.style_classifier import StyleClassifierTrainConfig, train_style_classifier
+        from alaya.train.style_classifier import StyleClassifierTrainConfig, train_style_classifier
         model = train_style_classifier(StyleClassifierTrainConfig(
             data=a.data, out=a.out or "weights/style_classifier", train=train))
     else:
-        from alaya.codecs.tiny_training import TinyCodecTrainConfig, train_tiny_codecs
+        from alaya.train.tiny_codecs import TinyCodecTrainConfig, train_tiny_codecs
         cfg = TinyCodecTrainConfig(data=a.data, autoencoder=a.autoencoder, train=train,
                                    out_encoder=a.out or "weights/tiny_gbuffer_encoder",
                                    out_decoder=a.out_decoder or "weights/tiny_decoder",
@@ -76,7 +80,7 @@ def add_train_command(sub) -> None:
     from alaya.cli_world import add_world_train_args
     tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
     tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier", "world", "idm",
-                                     "guided-decoder"])
+                                     "guided-decoder", "motion"])
     tr.add_argument("--data", required=True, help="dataset folder (alaya datagen; world: alaya record)")
     tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
     tr.add_argument("--out", help="save_pretrained folder for the result")
@@ -105,7 +109,8 @@ def add_train_command(sub) -> None:
                     help="teacher: share of samples shown a zero camera (camera unknown)")
     tr.add_argument("--stage", default="ar", help="student: ar, guidance, steps, meanflow or tiny; then optionally compress "
                     "(a smaller student from the finished one)")
-    tr.add_argument("--init", help="student: the previous stage's weights folder; teacher: a "
+    tr.add_argument("--init", help="student: the previous stage's weights folder; guided-decoder: a trained decoder's "
+                    "folder; teacher: a "
                     "model.safetensors to start from (its output layer is reset unless --keep-output)")
     tr.add_argument("--keep-output", action="store_true",
                     help="teacher: keep --init's output layer (continue a released teacher)")
@@ -133,6 +138,12 @@ def add_train_command(sub) -> None:
                     help="guided-decoder: the student whose output latents it decodes")
     tr.add_argument("--gradient-weight", type=float, default=1.0,
                     help="guided-decoder: weight of the image-gradient L1 beside the pixel L1")
+    tr.add_argument("--albedo-gain", action="store_true",
+                    help="guided-decoder: the head also outputs a per-pixel gain on the G-buffer's albedo")
+    tr.add_argument("--adversarial-weight", type=float, default=0.0,
+                    help="guided-decoder: weight of a conditional patch critic's hinge loss (0: no critic)")
+    tr.add_argument("--adversarial-start", type=int, default=250,
+                    help="guided-decoder: the step from which the decoder fits the critic (it trains from 0)")
     tr.add_argument("--teacher-window", type=int, default=4, help="student: frames the teacher sees")
     tr.add_argument("--ema", type=float, default=0.0)
     tr.add_argument("--bf16", action="store_true")

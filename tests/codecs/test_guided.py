@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig
+from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig, with_albedo_gain
 
 
 def _inputs(B=2, h=4, seed=0):
@@ -92,3 +92,32 @@ def test_save_load_round_trip(tmp_path):
     back = GuidedDecoder.from_pretrained(tmp_path / "g").eval()
     z, guide = _inputs()
     assert torch.equal(dec(z, None, guide)[0], back(z, None, guide)[0])
+
+
+def test_albedo_gain_starts_exact_and_carries_the_albedo_per_pixel(tmp_path):
+    """``with_albedo_gain`` decodes bit for bit as the decoder it extends; once its gain is nonzero,
+    a change of one pixel's albedo changes that pixel's colour in proportion (texture passes
+    through), and the config round-trips."""
+    torch.manual_seed(0)
+    dec = GuidedDecoder(GuidedDecoderConfig(widths=(8, 8, 16, 16))).eval()
+    for p in dec.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    z, guide = _inputs(B=1)
+    gained = with_albedo_gain(dec).eval()
+    assert gained.config.albedo_gain and not dec.config.albedo_gain
+    assert torch.equal(dec(z, None, guide)[0], gained(z, None, guide)[0])
+    last = gained.head[-1]
+    with torch.no_grad():
+        last.weight[3:] = 0
+        last.bias[3:] = 0.5                      # a flat gain of 0.5 on every channel
+        gained.train()                           # no clamp, so the difference is exact
+        a = gained(z, None, guide)[0]
+        bumped = guide.clone()
+        bumped[0, 8:11, 5, 7] += 0.2             # the guide's albedo at one pixel
+        b = gained(z, None, bumped)[0]
+    diff = b - a
+    assert torch.allclose(diff[0, :, 5, 7], torch.full((3,), 0.1), atol=0.02)
+    gained.save_pretrained(tmp_path / "g")
+    back = GuidedDecoder.from_pretrained(tmp_path / "g").eval()
+    gained.eval()
+    assert back.config.albedo_gain and torch.equal(back(z, None, guide)[0], gained(z, None, guide)[0])

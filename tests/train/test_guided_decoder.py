@@ -39,3 +39,37 @@ def test_trains_from_the_students_latents_and_resumes_exactly(tiny_dataset, tmp_
     assert loaded.config.widths == (4, 4, 8, 8)
     card = json.loads((out / "config.json").read_text())
     assert np.isfinite(card["metrics"]["val"]["psnr"]) and card["trained"]["steps"] == 4
+
+
+def test_with_a_critic_and_an_init_it_resumes_exactly_and_starts_from_the_init(tiny_dataset, tmp_path):
+    """The critic trains inside the loop's module (checkpointed with the decoder, so a resumed run
+    equals a straight one), the decoder starts from --init's weights with the albedo gain at zero,
+    and what is saved is the decoder alone."""
+    init = tmp_path / "init"
+    torch.manual_seed(3)
+    start = GuidedDecoder(GuidedDecoderConfig(widths=(4, 4, 8, 8)))
+    start.save_pretrained(init)
+
+    def cfg(run, out, steps):
+        c = _cfg(tiny_dataset, run, out, steps)
+        c.init, c.albedo_gain, c.adversarial_weight, c.adversarial_start = str(init), True, 0.1, 1
+        return c
+
+    run, out = tmp_path / "run", tmp_path / "out"
+    train_guided_decoder(cfg(run, out, 2))
+    resumed = train_guided_decoder(cfg(run, out, 4))
+    straight = train_guided_decoder(cfg(tmp_path / "run2", tmp_path / "out2", 4))
+    for a, b in zip(resumed.state_dict().values(), straight.state_dict().values()):
+        assert torch.equal(a, b)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert all("critic" in r and np.isfinite(r["critic"]) for r in rows)
+    assert "val_sharpness" in rows[-1]
+    loaded = GuidedDecoder.from_pretrained(out)
+    assert loaded.config.albedo_gain and not any(k.startswith("critic") for k in loaded.state_dict())
+    card = json.loads((out / "config.json").read_text())
+    assert card["trained"]["init"] == str(init) and card["trained"]["adversarial_weight"] == 0.1
+    fresh = train_guided_decoder(cfg(tmp_path / "run3", tmp_path / "out3", 0))   # no step: the init itself
+    z = torch.randn(1, 32, 2, 2)
+    g = torch.rand(1, 20, 16, 16)
+    start.eval()
+    assert torch.allclose(fresh(z, None, g)[0], start(z, None, g)[0], atol=1e-6)

@@ -12,6 +12,12 @@ latents at 1/8 and upsamples with convolutions over the guide's features at each
 output's edges are the engine's own. Nothing on the output path is a non-overlapping block
 transform (bilinear upsampling and 3x3 convolutions only).
 
+With ``albedo_gain`` the head also predicts a per-pixel, per-channel gain on the guide's albedo
+(``rgb = base + offset + gain * albedo``): the reference is largely albedo times light, so the
+surface texture reaches the output exactly and the network only has to say how much light falls
+on it (and, for fog or night, how much of the texture shows), instead of redrawing the texture
+through its features.
+
 The latents' global average (after the stem) modulates the full-resolution features (scale and
 shift per channel), so what the whole frame says about the style (fog, night, toon) reaches every
 pixel. As the tiny decoder (TAEHV), the stem's features are concatenated with the previous
@@ -25,16 +31,21 @@ frame's (zeros after a reset) for a flicker-free stream::
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from alaya.codecs.gbuffer import GUIDE_CHANNELS
+from alaya.codecs.gbuffer import GUIDE_CHANNELS, VIEW_INPUT_CHANNELS
 from alaya.codecs.tiny import TinyDecoder, with_memory
 from alaya.nn.blocks import check_image, conv
 from alaya.nn.pretrained import from_pretrained, read_config, save_pretrained
+
+
+ALBEDO_CHANNELS = slice(VIEW_INPUT_CHANNELS, VIEW_INPUT_CHANNELS + 3)   # the guide's albedo, 0..1
 
 
 @dataclass
@@ -43,6 +54,7 @@ class GuidedDecoderConfig:
     guide_channels: int = GUIDE_CHANNELS            # ``gbuffer.decoder_guide``
     widths: tuple[int, ...] = (16, 24, 32, 48)     # at 1, 1/2, 1/4, 1/8 resolution
     temporal: bool = True                          # the previous frame's stem features
+    albedo_gain: bool = False                      # the head also outputs a gain on the guide's albedo
 
 
 def _up(x: torch.Tensor) -> torch.Tensor:
@@ -66,7 +78,7 @@ class GuidedDecoder(nn.Module):
         self.fuse1 = nn.Sequential(conv(w2 + w1, w1), act(), conv(w1, w1), act())
         self.fuse0 = conv(w1 + w0, w0)
         self.film = nn.Linear(w3, 2 * w0)
-        self.head = nn.Sequential(act(), conv(w0, w0), act(), conv(w0, 3))
+        self.head = nn.Sequential(act(), conv(w0, w0), act(), conv(w0, 6 if c.albedo_gain else 3))
         self.coarse = nn.Conv2d(w3, 3, 1)              # a smooth base colour, upsampled bilinearly
         for layer in (self.film, self.head[-1]):
             nn.init.zeros_(layer.weight)
@@ -100,8 +112,11 @@ class GuidedDecoder(nn.Module):
         x = self.fuse0(torch.cat([_up(x), g0], 1))
         scale, shift = self.film(s.mean((2, 3))).chunk(2, 1)
         x = x * (1 + scale[:, :, None, None]) + shift[:, :, None, None]
-        img = F.interpolate(base, scale_factor=8, mode="bilinear", align_corners=False) + self.head(x)
+        out = self.head(x)
+        img = F.interpolate(base, scale_factor=8, mode="bilinear", align_corners=False) + out[:, :3]
         img = img * 0.5 + 0.5
+        if c.albedo_gain:
+            img = img + out[:, 3:] * guide[:, ALBEDO_CHANNELS]
         return (img if self.training else img.clamp(0, 1)), s
 
     def save_pretrained(self, folder, **metadata) -> None:
@@ -110,6 +125,21 @@ class GuidedDecoder(nn.Module):
     @classmethod
     def from_pretrained(cls, folder) -> "GuidedDecoder":
         return from_pretrained(cls, GuidedDecoderConfig, folder)
+
+
+def with_albedo_gain(decoder: GuidedDecoder) -> GuidedDecoder:
+    """A copy of ``decoder`` with ``albedo_gain`` on that decodes exactly as it does: its head's last
+    layer gains three output channels (the gain) with zero weights, so training starts from it."""
+    if decoder.config.albedo_gain:
+        return copy.deepcopy(decoder)
+    out = GuidedDecoder(dataclasses.replace(decoder.config, albedo_gain=True))
+    state = decoder.state_dict()
+    last = f"head.{len(out.head) - 1}"
+    for name in ("weight", "bias"):
+        old = state[f"{last}.{name}"]
+        state[f"{last}.{name}"] = torch.cat([old, torch.zeros_like(old)], 0)
+    out.load_state_dict(state)
+    return out.train(decoder.training)
 
 
 def load_decoder(folder) -> "GuidedDecoder | TinyDecoder":

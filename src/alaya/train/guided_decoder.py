@@ -14,6 +14,18 @@ blurs where the input leaves doubt). Each sample decodes two consecutive frames 
 (reset, then with memory), so the temporal memory is trained. A share of samples
 (``camera_dropout``) sees the camera channels zeroed: a frame from an engine that sends no
 camera.
+
+Two options go beyond that (docs/flash.md has their ablation rows):
+
+* ``init``: start from a trained decoder's weights (``with_albedo_gain`` adds the albedo-gain
+  output at zero, so the run starts exactly where that decoder is);
+* ``adversarial_weight``: a small conditional patch critic (``alaya.nn.critic``) scores the
+  decoded frames beside their guide against the reference frames, and the decoder also fits its
+  hinge loss with this weight, from ``adversarial_start`` on (the critic trains from step 0).
+  L1 returns the mean where the latents and the guide leave the picture in doubt (grain, stars,
+  the exact place of an outline); the critic asks for detail of the reference's kind there.
+  Decoder and critic train in one module (``DecoderWithCritic``), so the shared loop, its EMA,
+  checkpoints and exact resume hold for both.
 """
 
 from __future__ import annotations
@@ -24,12 +36,15 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file
+from torch import nn
 from tqdm import tqdm
 
 from alaya.codecs.gbuffer import PIXEL_VIEW_CHANNELS, VIEW_INPUT_CHANNELS, decoder_guide
-from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig
+from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig, with_albedo_gain
 from alaya.data.dataset import ClipDataset, read_meta
+from alaya.evaluation.metrics import sharpness_ratio
 from alaya.io import atomic_save_tensors
+from alaya.nn.critic import PatchCritic, PatchCriticConfig, frozen_call, hinge_critic_loss, hinge_generator_loss
 from alaya.renderers.student import StudentRenderer
 from alaya.train.loop import TrainConfig, Trainer, batch_to
 
@@ -44,6 +59,11 @@ class GuidedDecoderTrainConfig:
     gradient_weight: float = 1.0
     camera_dropout: float = 0.1
     decoder: GuidedDecoderConfig | None = None
+    init: str | None = None                 # a trained guided decoder's folder to start from
+    albedo_gain: bool = False               # add the albedo-gain output (to a new or the init decoder)
+    adversarial_weight: float = 0.0         # 0: no critic
+    adversarial_start: int = 250            # the step from which the decoder fits the critic
+    critic: PatchCriticConfig | None = None
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/guided", batch_size=8,
                                                                    lr=2e-3, warmup=200, ema=0.999))
 
@@ -118,6 +138,29 @@ class GuidedClips:
         return (self.latents[ci, si, frames].float(), guide, self.rgb[ci, si, frames].float() / 255)
 
 
+class DecoderWithCritic(nn.Module):
+    """The decoder and its patch critic as one trained module. ``forward`` decodes the frame pairs
+    and scores them: (decoded (B, 2, 3, H, W), critic loss, generator loss); the generator loss
+    reaches the decoder only and the critic loss the critic only."""
+
+    def __init__(self, decoder: GuidedDecoder, critic: PatchCritic):
+        super().__init__()
+        self.decoder, self.critic = decoder, critic
+
+    def forward(self, latents: torch.Tensor, guides: torch.Tensor, targets: torch.Tensor):
+        out = decode_pairs(self.decoder, latents, guides)
+        fake, real, cond = out.flatten(0, 1), targets.flatten(0, 1), guides.flatten(0, 1)
+        critic_loss = hinge_critic_loss(self.critic(real, cond), self.critic(fake.detach(), cond))
+        generator_loss = hinge_generator_loss(frozen_call(self.critic, fake, cond))
+        return out, critic_loss, generator_loss
+
+
+def decoder_of(model: nn.Module) -> GuidedDecoder:
+    """The decoder inside what the loop trains (a decoder, or a ``DecoderWithCritic``, maybe under DDP)."""
+    model = getattr(model, "module", model)
+    return model.decoder if isinstance(model, DecoderWithCritic) else model
+
+
 def decode_pairs(decoder: GuidedDecoder, latents: torch.Tensor, guides: torch.Tensor) -> torch.Tensor:
     """Decode (B, 2, ...) frame pairs as streams from a reset: (B, 2, 3, H, W)."""
     first, state = decoder(latents[:, 0], None, guides[:, 0])
@@ -127,11 +170,14 @@ def decode_pairs(decoder: GuidedDecoder, latents: torch.Tensor, guides: torch.Te
 
 @torch.no_grad()
 def evaluate_guided(decoder: GuidedDecoder, clips: GuidedClips, batches: int = 8, size: int = 16) -> dict[str, float]:
-    values = []
+    decoder = decoder_of(decoder)
+    values, sharp = [], []
     for i in range(batches):
         z, g, y = batch_to(decoder, *clips.batch(size, 12345, i))
-        values.append(psnr(decode_pairs(decoder, z, g), y))
-    return {"psnr": float(np.mean(values))}
+        out = decode_pairs(decoder, z, g)
+        values.append(psnr(out, y))
+        sharp.append(sharpness_ratio(out.flatten(0, 1).clamp(0, 1).cpu(), y.flatten(0, 1).cpu()))
+    return {"psnr": float(np.mean(values)), "sharpness": float(np.mean(sharp))}
 
 
 def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
@@ -141,23 +187,41 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
     train = GuidedClips(cfg, "train", run_dir, tc.progress)
     val = GuidedClips(cfg, "val", run_dir, tc.progress)
     torch.manual_seed(tc.seed)
-    decoder = GuidedDecoder(cfg.decoder or GuidedDecoderConfig(latent_channels=train.latents.shape[3]))
+    if cfg.init:
+        decoder = GuidedDecoder.from_pretrained(cfg.init).float().train()
+    else:
+        decoder = GuidedDecoder(cfg.decoder or GuidedDecoderConfig(latent_channels=train.latents.shape[3]))
+    if cfg.albedo_gain:
+        decoder = with_albedo_gain(decoder)
+    model: nn.Module = decoder
+    if cfg.adversarial_weight > 0:
+        critic_cfg = cfg.critic or PatchCriticConfig(condition_channels=decoder.config.guide_channels)
+        model = DecoderWithCritic(decoder, PatchCritic(critic_cfg))
 
-    def loss_fn(m: GuidedDecoder, index: int):
+    def loss_fn(m: nn.Module, index: int):
         z, g, y = batch_to(m, *train.batch(tc.batch_size, tc.seed, index, cfg.camera_dropout))
-        out = decode_pairs(m, z, g).flatten(0, 1)
-        y = y.flatten(0, 1)
+        metrics = {}
+        if cfg.adversarial_weight > 0:
+            out, critic_loss, generator_loss = m(z, g, y)
+            weight = cfg.adversarial_weight if trainer.step >= cfg.adversarial_start else 0.0
+            extra = critic_loss + weight * generator_loss
+            metrics = {"critic": float(critic_loss.detach()), "generator": float(generator_loss.detach())}
+        else:
+            out, extra = decode_pairs(m, z, g), 0.0
+        out, y = out.flatten(0, 1), y.flatten(0, 1)
         l1 = (out - y).abs().mean()
         grad = gradient_l1(out, y)
-        return l1 + cfg.gradient_weight * grad, {"l1": float(l1.detach()), "grad_l1": float(grad.detach())}
+        loss = l1 + cfg.gradient_weight * grad + extra
+        return loss, {"l1": float(l1.detach()), "grad_l1": float(grad.detach()), **metrics}
 
     describe = {"guided": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}}
-    trainer = Trainer(decoder, tc, loss_fn, lambda m: evaluate_guided(m, val), describe=describe, on_any_device=True)
-    decoder = trainer.run().eval()
+    trainer = Trainer(model, tc, loss_fn, lambda m: evaluate_guided(m, val), describe=describe, on_any_device=True)
+    decoder = decoder_of(trainer.run()).eval()
     if trainer.dist.is_main and cfg.out:
         trained = {"steps": tc.steps, "batch_size": tc.batch_size, "data": cfg.data, "student": cfg.student,
                    "student_backend": cfg.backend, "train_clips": len(train.ids), "run_dir": tc.run_dir,
-                   "gradient_weight": cfg.gradient_weight}
+                   "gradient_weight": cfg.gradient_weight, "init": cfg.init,
+                   "adversarial_weight": cfg.adversarial_weight, "adversarial_start": cfg.adversarial_start}
         decoder.save_pretrained(cfg.out, metrics={"val": evaluate_guided(decoder, val)}, trained=trained,
                                 dtype=torch.float16)
     return decoder
