@@ -25,7 +25,7 @@ def _record(a: argparse.Namespace) -> int:
     if action_map is not None and action_map.startswith("@"):     # @FILE: the JSON in a file
         action_map = Path(action_map[1:]).read_text(encoding="utf-8")
     paths = record_gym(a.env, a.out, episodes=a.episodes, max_steps=a.frames, size=a.size, seed=a.seed,
-                       action_map=action_map, progress=not a.quiet)
+                       action_map=action_map, progress=not a.quiet, env_kwargs=a.env_kwargs)
     print(f"recorded {len(paths)} episodes of {a.env} into {a.out}")
     return 0
 
@@ -45,6 +45,15 @@ def train_world_from_args(a: argparse.Namespace, train):
         still_prob=a.still_prob, one_step_t=a.one_step_t, play_context_noise=a.play_noise,
         unroll=a.unroll, unroll_batch=a.unroll_batch, unroll_weight=a.unroll_weight,
         unroll_still_prob=a.unroll_still_prob, train=train))
+
+
+def train_motion_from_args(a: argparse.Namespace, train):
+    """``alaya train motion``: the camera's motion per action (``alaya.train.camera_motion``),
+    from recorded poses or from the frames alone (``--motion-mode``)."""
+    from alaya.models.camera_motion import CameraMotionConfig
+    from alaya.train.camera_motion import MotionTrainConfig, train_motion
+    return train_motion(MotionTrainConfig(data=a.data, out=a.out or "weights/camera_motion", mode=a.motion_mode,
+                                          model=CameraMotionConfig(fov_y_degrees=a.motion_fov), train=train))
 
 
 def _import_video(a: argparse.Namespace) -> int:
@@ -152,6 +161,8 @@ def add_record_commands(sub, isub, style_names) -> None:
                     help="gym: the env's Discrete actions (or MultiBinary bits) -> action rows, e.g. "
                          "'{\"0\": {\"strafe\": -1}, \"1\": {\"strafe\": 1}, \"2\": {\"jump\": 1}}'; "
                          "@FILE reads it from a file (docs/episodes.md)")
+    rc.add_argument("--env-kwargs", metavar="JSON", help="gym: keyword arguments of gym.make, e.g. "
+                    "'{\"max_episode_steps\": 300}' (MiniWorld: its render size defaults to --size)")
     rc.add_argument("--episodes", type=int, default=160)
     rc.add_argument("--frames", type=int, default=300, help="frames per episode (gym: at most)")
     rc.add_argument("--size", type=int, default=64)
@@ -234,3 +245,9 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--anchor-warp", action="store_true",
                     help="world: --ground-warp plus the anchor seen from the new view at the walked pose")
     tr.add_argument("--world-widths", help="world: widths of a new world model, e.g. 64,96")
+    tr.add_argument("--motion-mode", default="auto", choices=["auto", "poses", "frames"],
+                    help="motion: learn from recorded poses or self-supervised from the frames (auto: poses "
+                         "when every episode has them)")
+    tr.add_argument("--motion-fov", type=float, default=60.0,
+                    help="motion: the vertical field of view (degrees) the focal length starts from where the "
+                         "data has no K")

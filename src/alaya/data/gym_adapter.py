@@ -26,7 +26,17 @@ meaningful default, and ``record_gym`` refuses it, naming the environment.
 
 An environment from another package is named ``module:EnvId``: gymnasium imports ``module``
 (which registers ``EnvId`` with ``gymnasium.register``) before making it. An id gymnasium does
-not know is a ``RecordError`` that says so, not gymnasium's own exception.
+not know is a ``RecordError`` that says so, not gymnasium's own exception. ``env_kwargs`` go to
+``gym.make`` (``alaya record gym --env-kwargs JSON``), e.g. a render size.
+
+Outside first-person 3D games: MiniWorld (Farama, ``pip install miniworld``; pyglet OpenGL) is
+mapped by default for every ``MiniWorld-*`` id (``MINIWORLD_ACTIONS``: turn left / right ->
+turn +1 / -1, move forward / back -> forward +1 / -1, the rest -> no movement) and rendered at
+the recording size (``window_width`` / ``window_height`` = ``size``: its own 800 x 600 render is
+70 ms a frame here). With no X display, pyglet is told to render headless through EGL
+(``PYGLET_HEADLESS``; Mesa's llvmpipe on a machine with no GPU). Such a recording has no camera
+poses, K or depth: the world model's camera motion is learned from its frames
+(``alaya train motion``, docs/world.md).
 """
 
 from __future__ import annotations
@@ -113,6 +123,11 @@ ACTION_MAPS: dict[str, ActionMap] = {
     "Pendulum-v1": BoxNavigationMap(spaces.Box(-2.0, 2.0, (1,), np.float32), columns=("turn",)),
     "CarRacing-v3": _car_racing,
 }
+
+# MiniWorld's actions (miniworld.miniworld.MiniWorldEnv.Actions): turn_left, turn_right,
+# move_forward, move_back, pickup, drop, toggle, done; its rooms use the first 3 (or more).
+MINIWORLD_ACTIONS = DiscreteActionMap({0: _CCW, 1: _CW, 2: action_vector(forward=1.0), 3: action_vector(forward=-1.0),
+                                       4: _STILL, 5: _STILL, 6: _STILL, 7: _STILL}, "miniworld")
 
 
 def _json_row(value: Any, where: str) -> np.ndarray:
@@ -244,6 +259,8 @@ def uniform_policy(space: spaces.Space) -> Policy:
 def _default_map(space: spaces.Space, env_id: str) -> ActionMap:
     if env_id in ACTION_MAPS:
         return ACTION_MAPS[env_id]
+    if env_id.startswith("MiniWorld-") and isinstance(space, spaces.Discrete):
+        return MINIWORLD_ACTIONS
     if isinstance(space, spaces.Box):
         return BoxNavigationMap(space)
     raise RecordError(f"environment {env_id!r} has a {space} action space and no entry in "
@@ -259,16 +276,22 @@ def _env_action_width(space: spaces.Space, env_id: str) -> int:
     raise RecordError(f"environment {env_id!r}: cannot store raw actions of space {space}")
 
 
-def make_env(env_id: str) -> gym.Env:
-    """``gym.make(env_id, render_mode="rgb_array")``; ``module:EnvId`` imports ``module`` first
-    (it registers ``EnvId``). An id gymnasium cannot make is a ``RecordError`` that says what to do."""
+def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> gym.Env:
+    """``gym.make(env_id, render_mode="rgb_array", **env_kwargs)``; ``module:EnvId`` imports
+    ``module`` first (it registers ``EnvId``). An id gymnasium cannot make is a ``RecordError``
+    that says what to do. Without an X display, pyglet-rendered environments render headless."""
     module = env_id.split(":", 1)[0] if ":" in env_id else None
+    if not os.environ.get("DISPLAY"):
+        os.environ.setdefault("PYGLET_HEADLESS", "true")       # read when pyglet is first imported
     try:
-        return gym.make(env_id, render_mode="rgb_array")
+        return gym.make(env_id, render_mode="rgb_array", **dict(env_kwargs or {}))
     except ImportError as err:
         raise RecordError(f"environment {env_id!r}: cannot import module {module!r} ({err}); "
                           "--env module:EnvId needs a module on the Python path that registers EnvId "
                           "with gymnasium.register") from None
+    except TypeError as err:
+        raise RecordError(f"environment {env_id!r}: gym.make refused the keyword arguments "
+                          f"{dict(env_kwargs or {})} ({err})") from None
     except gym.error.Error as err:
         hint = (f"module {module!r} was imported but did not register it (gymnasium.register(id=...))"
                 if module else "for an environment of another package, give --env module:EnvId "
@@ -276,9 +299,25 @@ def make_env(env_id: str) -> gym.Env:
         raise RecordError(f"unknown environment {env_id!r}: {err}; {hint}") from None
 
 
-def _open_env(env_or_id: str | gym.Env) -> tuple[gym.Env, str, bool]:
+def _env_kwargs(env_id: str, size: int, env_kwargs: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """``env_kwargs`` (JSON text or a mapping); MiniWorld gets its render size set to ``size``."""
+    if isinstance(env_kwargs, str):
+        try:
+            env_kwargs = json.loads(env_kwargs)
+        except json.JSONDecodeError as err:
+            raise RecordError(f"--env-kwargs for {env_id!r}: invalid JSON ({err})") from None
+        if not isinstance(env_kwargs, dict):
+            raise RecordError(f"--env-kwargs for {env_id!r}: expected a JSON object, got {env_kwargs!r}")
+    out = dict(env_kwargs or {})
+    if env_id.split(":")[-1].startswith("MiniWorld-"):
+        out.setdefault("window_width", size)
+        out.setdefault("window_height", size)
+    return out
+
+
+def _open_env(env_or_id: str | gym.Env, env_kwargs: Mapping[str, Any] | None = None) -> tuple[gym.Env, str, bool]:
     if isinstance(env_or_id, str):
-        env = make_env(env_or_id)
+        env = make_env(env_or_id, env_kwargs)
         return env, env.spec.id if env.spec is not None else env_or_id, True
     env = env_or_id
     env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
@@ -299,19 +338,22 @@ def _render(env: gym.Env, env_id: str, size: int) -> np.ndarray:
 def record_gym(env_or_id: str | gym.Env, root: str | os.PathLike[str], episodes: int = 4,
                max_steps: int = 200, size: int = 64, seed: int = 0, policy: Policy | None = None,
                action_map: ActionMap | str | Mapping[str, Any] | None = None, style: str = "gym",
-               prompts: list[str] | None = None, progress: bool = True) -> list[Path]:
+               prompts: list[str] | None = None, progress: bool = True,
+               env_kwargs: Mapping[str, Any] | str | None = None) -> list[Path]:
     """Record ``episodes`` episodes of an environment (an id, made with
     ``render_mode="rgb_array"``; ``module:EnvId`` imports ``module`` first; or an env made that
     way) into the episodes folder ``root``. ``action_map``: a callable, or JSON text / a parsed
     object for a Discrete or MultiBinary space (``action_map_from_json``).
 
     Episode i is ``<env id>-seed<seed + i>`` with split from its seed. ``prompts`` are the
-    style's phrasings (default: "the <env id> environment"). Returns the episode paths.
+    style's phrasings (default: "the <env id> environment"). ``env_kwargs``: keyword arguments
+    of ``gym.make`` (a mapping or JSON text; kept in ``episodes.json``). Returns the episode paths.
     """
     for name, value in (("episodes", episodes), ("max_steps", max_steps), ("size", size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise RecordError(f"record_gym: {name} must be a positive integer, got {value!r}")
-    env, env_id, owned = _open_env(env_or_id)
+    kwargs = _env_kwargs(env_or_id, size, env_kwargs) if isinstance(env_or_id, str) else {}
+    env, env_id, owned = _open_env(env_or_id, kwargs)
     try:
         space = env.action_space
         if isinstance(action_map, (str, Mapping)):
@@ -327,7 +369,7 @@ def record_gym(env_or_id: str | gym.Env, root: str | os.PathLike[str], episodes:
                        "policy": getattr(policy, "__name__", type(policy).__name__),
                        "action_map": getattr(action_map, "json", None)       # --action-map's JSON
                        or getattr(action_map, "__name__", type(action_map).__name__),
-                       "resize": "centre-crop to square, PIL BOX"},
+                       "resize": "centre-crop to square, PIL BOX", "env_kwargs": kwargs},
             size=size)
         slug = re.sub(r"[^A-Za-z0-9_.-]", "_", env_id)
         paths = []
