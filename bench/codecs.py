@@ -40,7 +40,7 @@ def params(m: torch.nn.Module) -> int:
 
 @torch.no_grad()
 def quality(ae, enc, dec, data: str, frames: int) -> dict:
-    from alaya.codecs.tiny_training import build_targets, evaluate_tiny, TinyCodecs
+    from alaya.train.tiny_codecs import build_targets, evaluate_tiny, TinyCodecs
     from alaya.data.frames import FrameBank
     targets = build_targets(ae, FrameBank.load(data, "test"), frames, seed=7, progress=False)
     q = evaluate_tiny(TinyCodecs(enc, dec), targets)

@@ -29,7 +29,8 @@ LAYERS = (
     (("alaya.runtime",),),
     (("alaya.renderers",), ("alaya.world",), ("alaya.serve",)),
     (("alaya.train",),),                                              # the recipes, on the loop
-    (("alaya.__main__", "alaya.cli", "alaya.cli_train", "alaya.cli_world", "alaya.prompts"),),
+    (("alaya.__main__", "alaya.cli", "alaya.cli_common", "alaya.cli_train", "alaya.cli_world",
+      "alaya.prompts"),),
 )
 
 # (modules, what none of them may reach, by any chain of imports): the rules beyond the layers
@@ -39,8 +40,8 @@ RULES = [
     ("alaya.models.teacher, alaya.models.student, alaya.models.world, alaya.models.view_warp, "
      "alaya.models.scene_memory",
      ("alaya.train", "alaya.runtime", "alaya.serve", "alaya.engine")),
-    ("alaya.codecs.autoencoder, alaya.codecs.tiny, alaya.codecs.gbuffer, alaya.codecs.patch",
-     ("alaya.train", "alaya.engine")),
+    ("alaya.codecs", ("alaya.train", "alaya.engine")),
+    ("alaya.evaluation", ("alaya.train",)),                           # the recipes are in train/
     ("alaya.renderers", ("alaya.train", "alaya.engine", "alaya.evaluation")),
     ("alaya.evaluation.metrics", ("alaya.models", "alaya.codecs", "alaya.train", "alaya.engine",
                                   "alaya.renderers")),

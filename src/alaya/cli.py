@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from alaya.cli_common import print_metrics
 from alaya.paths import default_weights
 
 
@@ -152,11 +153,9 @@ def _eval(a: argparse.Namespace) -> int:
         out.pop("rows")
         print(json.dumps(out))
     else:
-        for k in ("psnr", "psnr_geometry", "ssim", "warp_error", "reference_warp_error", "flicker", "structure_f1",
-                  "sharpness_ratio", "block_grid_ratio", "gradient_error", "style_accuracy",
-                  "style_accuracy_paraphrase", "s_per_frame"):
-            if k in out:
-                print(f"{k:28s} {out[k]:.4f}")
+        print_metrics(out, ("psnr", "psnr_geometry", "ssim", "warp_error", "reference_warp_error", "flicker",
+                            "structure_f1", "sharpness_ratio", "block_grid_ratio", "gradient_error",
+                            "style_accuracy", "style_accuracy_paraphrase", "s_per_frame"))
         if a.report:
             print(f"report: {Path(a.report) / 'report.md'}")
     return 0

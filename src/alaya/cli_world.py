@@ -8,6 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
+from alaya.cli_common import print_metrics
 from alaya.paths import default_weights
 
 
@@ -91,9 +92,8 @@ def _eval_world_live(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(out))
         return 0
-    for k in ("sharpness_min", "colour_drift", "still_psnr_min", "still_psnr_mean", "still_psnr_static_min",
-              "still_hf_ratio_max", "walk_back_return_psnr", "psnr_mean", "fps"):
-        print(f"{k:30s} {'-' if out[k] is None else f'{out[k]:.4f}'}")
+    print_metrics(out, ("sharpness_min", "colour_drift", "still_psnr_min", "still_psnr_mean", "still_psnr_static_min",
+                        "still_hf_ratio_max", "walk_back_return_psnr", "psnr_mean", "fps"), width=30)
     for name, s in out["scripts"].items():
         print(f"{name:10s} sharpness per window {' '.join(f'{r:.3f}' for r in s['sharpness_windows'])}")
     if out["skipped_actions"] or out["skipped_scripts"]:

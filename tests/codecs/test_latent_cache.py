@@ -3,9 +3,9 @@
 import torch
 
 from alaya.codecs import Autoencoder, AutoencoderConfig
+from alaya.codecs.autoencoder import to_images
 from alaya.codecs.gbuffer import gbuffer_input, teacher_gbuffer_latents
 from alaya.codecs.latent_cache import build_latent_cache, codec_id, load_latents
-from alaya.codecs.training import to_images
 from alaya.data.dataset import ClipDataset
 
 

@@ -4,9 +4,9 @@ import torch
 from safetensors.torch import load_file
 
 from alaya.codecs import Autoencoder, AutoencoderConfig, TinyDecoder, TinyGBufferEncoder
-from alaya.codecs.tiny_training import TinyCodecTrainConfig, train_tiny_codecs
-from alaya.codecs.training import CodecTrainConfig, train_codec
+from alaya.train.codecs import CodecTrainConfig, train_codec
 from alaya.train.loop import TrainConfig
+from alaya.train.tiny_codecs import TinyCodecTrainConfig, train_tiny_codecs
 
 SMALL = AutoencoderConfig(latent_channels=4, channels=(8, 8, 8))
 

@@ -1,8 +1,8 @@
 """The full RGB autoencoder: 8x spatial downsampling (128x128x3 -> 16x16xC), bounded latents.
 
-Images are float (B, 3, H, W) in [0, 1]; latents are (B, C, H/8, W/8), softly bounded to
-(-4, 4). The teacher works in this latent space; G-buffer modalities are encoded with it too
-(``gbuffer.py``).
+Images are float (B, 3, H, W) in [0, 1] (``to_images`` makes them of uint8 frames); latents
+are (B, C, H/8, W/8), softly bounded to (-4, 4). The teacher works in this latent space;
+G-buffer modalities are encoded with it too (``gbuffer.py``).
 
 Each side has a linear path beside the convolutional one: an 8x8 block transform (pixel
 unshuffle, 1x1 convolution) that ``init_linear_path`` sets to the principal components of the
@@ -15,11 +15,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
 from alaya.nn.blocks import Downsample, ResBlock, Upsample, bounded, check_image, conv
 from alaya.nn.pretrained import from_pretrained, save_pretrained
+
+
+def to_images(rgb: np.ndarray) -> torch.Tensor:
+    """uint8 (..., H, W, 3) -> float (N, 3, H, W) in [0, 1]."""
+    t = torch.from_numpy(np.ascontiguousarray(rgb)).reshape(-1, *rgb.shape[-3:])
+    return t.permute(0, 3, 1, 2).float() / 255.0
 
 
 @dataclass

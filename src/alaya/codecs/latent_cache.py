@@ -18,9 +18,8 @@ import torch
 from safetensors import safe_open
 from tqdm import tqdm
 
-from alaya.codecs.autoencoder import Autoencoder
+from alaya.codecs.autoencoder import Autoencoder, to_images
 from alaya.codecs.gbuffer import gbuffer_input, teacher_gbuffer_latents
-from alaya.codecs.training import to_images
 from alaya.data.dataset import ClipDataset
 from alaya.io import atomic_save_tensors
 

@@ -66,7 +66,7 @@ def reference_renderer(clip: dict, style: str, prompt: str, seed: int) -> np.nda
 
 
 def codec_renderer(autoencoder) -> RenderFn:
-    from alaya.codecs.training import to_images
+    from alaya.codecs.autoencoder import to_images
 
     @torch.no_grad()
     def render(clip: dict, style: str, prompt: str, seed: int) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Training recipes for the codecs: ``alaya train codec`` and ``alaya train tiny-codecs``.
+"""Training recipe for the full autoencoder (``alaya train codec``); the tiny codecs are
+distilled from it (``alaya train tiny-codecs``, ``tiny_codecs.py``).
 
 The full autoencoder trains on random crops of every style's RGB frames plus a share of
 G-buffer modality images (so that the teacher's G-buffer latents are faithful), with
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 from pytorch_msssim import ssim
 
-from alaya.codecs.autoencoder import Autoencoder, AutoencoderConfig
+from alaya.codecs.autoencoder import Autoencoder, AutoencoderConfig, to_images
 from alaya.codecs.gbuffer import MODALITIES, gbuffer_input, modality_images
 from alaya.data.frames import FrameBank
 from alaya.train.loop import TrainConfig, Trainer
@@ -26,12 +27,6 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
     """PSNR in dB of images in [0, 1] (mean over the batch of per-image PSNR)."""
     mse = ((a.float() - b.float()) ** 2).flatten(1).mean(1).clamp(min=1e-10)
     return float((10 * torch.log10(1.0 / mse)).mean())
-
-
-def to_images(rgb: np.ndarray) -> torch.Tensor:
-    """uint8 (..., H, W, 3) -> float (N, 3, H, W) in [0, 1]."""
-    t = torch.from_numpy(np.ascontiguousarray(rgb)).reshape(-1, *rgb.shape[-3:])
-    return t.permute(0, 3, 1, 2).float() / 255.0
 
 
 @dataclass

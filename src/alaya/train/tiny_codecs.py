@@ -17,11 +17,11 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from alaya.codecs.autoencoder import Autoencoder
+from alaya.codecs.autoencoder import Autoencoder, to_images
 from alaya.codecs.gbuffer import gbuffer_input, teacher_gbuffer_latents
 from alaya.codecs.tiny import TinyDecoder, TinyDecoderConfig, TinyGBufferEncoder, TinyGBufferEncoderConfig
-from alaya.codecs.training import psnr, to_images
 from alaya.data.frames import FrameBank
+from alaya.train.codecs import psnr
 from alaya.train.loop import TrainConfig, Trainer
 
 
