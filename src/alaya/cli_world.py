@@ -113,12 +113,17 @@ def _eval_world(a: argparse.Namespace) -> int:
     from alaya.evaluation.world_report import write_world_report
     from alaya.runtime.world_session import WorldSessionFactory
     a.size = a.size or 64
+    from alaya.evaluation.other_data import data_action_ranges, idm_mismatch
     factory = WorldSessionFactory.from_pretrained(a.weights, size=a.size, backend=a.backend)
     ds = EpisodeDataset(a.data)
+    ranges = data_action_ranges(a.data)           # scripted inputs fitted to the data's columns (other_data)
     cfg = WorldEvalConfig(horizon=a.horizon, episodes=a.episodes, split=a.split, rollout_frames=a.rollout_frames,
-                          still_frames=a.still_frames, seed=a.seed)
-    result = evaluate_world(lambda: factory.new(seed=a.seed), ds, load_idm(a.idm or None), cfg, prompts=ds.meta.styles,
-                            progress=not a.json)
+                          still_frames=a.still_frames, seed=a.seed, action_ranges=ranges)
+    idm_skip = idm_mismatch(a.idm, ds.ids()) if a.idm else "no --idm given"
+    result = evaluate_world(lambda: factory.new(seed=a.seed), ds, None if idm_skip else load_idm(a.idm), cfg,
+                            prompts=ds.meta.styles, progress=not a.json)
+    if idm_skip:
+        result["skipped"]["idm_ratio"] = idm_skip
     if a.game_reference:                 # the game's own long-rollout statistics, same actions and start
         from alaya.evaluation.scripted_play import scripted_actions
         from alaya.evaluation.world_reference import game_long_rollout
@@ -143,6 +148,8 @@ def _eval_world(a: argparse.Namespace) -> int:
                   "still_sharpness_ratio"):
             if isinstance(out.get(k), (int, float)):
                 print(f"{k:30s} {out[k]:.4f}")
+        if out["rollout_columns_fitted"] or out["skipped"]:
+            print(f"fitted to the data's actions: {out['rollout_columns_fitted']}; skipped: {out['skipped']}")
         if a.report:
             print(f"report: {Path(a.report) / 'report.md'}")
     return 0

@@ -50,6 +50,7 @@ from alaya.evaluation.frame_stats import (colour_drift, frame_stats, late_early_
                                           ssim_frames)
 from alaya.evaluation.inverse_dynamics import (InverseDynamics, accuracy, checked_episode, load_episode,
                                                resize_frames)
+from alaya.evaluation.other_data import fit_actions
 from alaya.evaluation.scripted_play import loop_actions, scripted_actions, still_actions
 
 
@@ -77,6 +78,9 @@ class WorldEvalConfig:
     samples: int = 3                  # episodes in the contact sheet
     gif_frames: int = 200
     seed: int = 0
+    # the data's action columns and their ranges (other_data.data_action_ranges); None: every
+    # column in full. Scripted inputs are fitted to them; a loop needing a value outside is skipped
+    action_ranges: dict[str, tuple[float, float]] | None = None
 
     def __post_init__(self):
         for name in ("horizon", "episodes", "windows", "rollout_frames", "rollout_window", "loop_frames", "loops",
@@ -296,7 +300,7 @@ def _idm_metrics(idm: InverseDynamics, pairs: list[tuple], detail: bool = True) 
 def _long_rollout(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, bar) -> dict:
     """Scripted actions from episode 0's first frame (first style); per-frame statistics."""
     name, ep = eps[0]
-    actions = scripted_actions(cfg.rollout_frames, cfg.seed)
+    actions, changed = fit_actions(scripted_actions(cfg.rollout_frames, cfg.seed), cfg.action_ranges)
     stats, head, chunk = [], [], []
     for frame in drive.stream(ep["rgb"][0, 0], _prompt(str(ep["styles"][0]), 0, prompts), actions, start_pitch(ep, 0)):
         if len(head) < cfg.gif_frames:
@@ -314,6 +318,7 @@ def _long_rollout(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, bar) -> di
     return {"late_early_sharpness_ratio": late_early_ratio(series["sharpness"], w),
             "late_early_brightness_ratio": late_early_ratio(series["brightness"], w),
             "colour_drift": colour_drift(series["colour"], w), "rollout_window_used": w,
+            "rollout_columns_fitted": changed,
             "rollout_head": np.stack(head),
             "rollout_series": {k: v.tolist() for k, v in series.items()}}
 
@@ -321,10 +326,14 @@ def _long_rollout(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, bar) -> di
 def _loops(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, rng: np.random.Generator, bar) -> dict:
     """Out-and-back loops from ``loops`` real frames: PSNR vs the start at the turning point and
     at the return, per kind (``turn``, ``move``)."""
-    out, samples = {}, {}
+    out, samples, skipped = {}, {}, {}
     starts = _loop_starts(eps, cfg, prompts, rng)
     for kind in ("turn", "move"):
         actions = loop_actions(cfg.loop_frames, kind)
+        changed = fit_actions(actions, cfg.action_ranges)[1]
+        if changed:                      # the data never goes that way: no honest loop to play
+            skipped[f"loop_{kind}"] = f"needs {', '.join(changed)} of -1 and +1, outside the data's range"
+            continue
         turn, back = [], []
         for j, (frame, prompt, pitch) in enumerate(starts):
             gen = drive.rollout(frame, prompt, actions, pitch)
@@ -336,6 +345,7 @@ def _loops(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, rng: np.random.Ge
         out[f"loop_{kind}_psnr_turn"] = float(np.mean(turn))
         out[f"loop_{kind}_psnr_return"] = float(np.mean(back))
     out["loop_samples"] = samples
+    out["skipped"] = skipped
     out.update(_stand_still(drive, starts, cfg, bar))
     return out
 

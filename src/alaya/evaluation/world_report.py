@@ -121,7 +121,8 @@ def write_world_report(result: dict, folder: str | os.PathLike, title: str) -> P
                                                           indent=2))
     _plots(result, folder)
     _save_png(contact_sheet(result["samples"]), folder / "contact_sheet.png")
-    _save_png(loop_sheet(result["loop_samples"]), folder / "loops.png")
+    if result["loop_samples"]:          # loops the data's actions cannot play are skipped
+        _save_png(loop_sheet(result["loop_samples"]), folder / "loops.png")
     write_gif(result["rollout_head"], folder / "rollout.gif")
     cfg, H = data["config"], data["config"]["horizon"]
     headline = ["psnr_step1", f"psnr_step{H}", f"baseline_psnr_step{H}", f"ssim_step{H}", "psnr_mean",
