@@ -39,13 +39,19 @@ def train_world_from_args(a: argparse.Namespace, train):
     model_cfg = WorldModelConfig(view_warp=a.view_warp or ground, ground_warp=ground, anchor_warp=a.anchor_warp)
     if a.world_widths:
         model_cfg.widths = tuple(int(w) for w in a.world_widths.split(","))
+    if a.memory:                       # scene-memory conditioning (docs/world.md, "Memory-conditioned model")
+        model_cfg.memory, model_cfg.latent_channels = True, 80
+        model_cfg.memory_max_points = a.memory_max_points
+    if a.world_steps:
+        model_cfg.steps = a.world_steps
     return train_world(WorldTrainConfig(
         data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
         model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
         context_noise=0.5 if a.context_noise is None else a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob,
         still_prob=a.still_prob, one_step_t=a.one_step_t, play_context_noise=a.play_noise,
         unroll=a.unroll, unroll_batch=a.unroll_batch, unroll_weight=a.unroll_weight,
-        unroll_still_prob=a.unroll_still_prob, train=train))
+        unroll_still_prob=a.unroll_still_prob, reset_prob=a.reset_prob,
+        memory_cached_only=a.memory_cached_only, train=train))
 
 
 def train_motion_from_args(a: argparse.Namespace, train):
@@ -258,3 +264,11 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--motion-fov", type=float, default=60.0,
                     help="motion: the vertical field of view (degrees) the focal length starts from where the "
                          "data has no K")
+    tr.add_argument("--memory", action="store_true",
+                    help="world: a new model conditioned on the scene memory, generating RGB-D and a blend gate")
+    tr.add_argument("--memory-max-points", type=int, default=100_000, help="world --memory: the memory's capacity")
+    tr.add_argument("--reset-prob", type=float, default=0.05,
+                    help="world --memory: share of samples as a session's start (depth of the start frame)")
+    tr.add_argument("--world-steps", type=int, default=None, help="world: sampling steps of a new model")
+    tr.add_argument("--memory-cached-only", action="store_true",
+                    help="world --memory: train on the episodes whose memory renders are cached, render no more")

@@ -36,6 +36,7 @@ from torch import nn
 from alaya.codecs.patch import stabilize_patch_latent
 from alaya.data.actions import ACTION_DIM
 from alaya.diffusion.flow import time_grid
+from alaya.models.memory_conditioning import IMAGE_CHANNELS, composite, memory_base
 from alaya.models.student import Student, StudentConfig, integrate_student
 from alaya.models.view_warp import (camera_rotation, pinhole, relative_pose, turn_rotation, walk_poses,
                                     warp_ground, warp_rotation)
@@ -79,12 +80,20 @@ class WorldModelConfig:
                                      # it does not cover the view the newest aligned context frame fills in:
                                      # a sharp copy of what the player saw, where it is still in view
     anchor_max_distance: float = 60.0   # floor further than this from the anchor's camera: not covered
+    memory: bool = False             # condition on the scene memory rendered at frame n's camera (in the
+                                     # anchor's slot) and generate RGB-D + a blend gate (models.memory_conditioning):
+                                     # patch4 of 5 image channels, latent_channels 80
+    memory_max_points: int = 100_000     # the session's SceneMemory: capacity and insert stride
+    memory_stride: int = 1
 
     def __post_init__(self):
         if self.codec not in CODECS:
             raise ValueError(f"codec must be one of {CODECS}, got {self.codec!r}")
-        if self.codec == "patch4" and self.latent_channels != 48:
-            raise ValueError(f"codec 'patch4' has 48 latent channels, got latent_channels={self.latent_channels}")
+        if self.codec == "patch4" and self.latent_channels != 16 * self.image_channels:
+            raise ValueError(f"codec 'patch4' with memory={self.memory} has {16 * self.image_channels} latent "
+                             f"channels, got latent_channels={self.latent_channels}")
+        if self.memory and (self.codec != "patch4" or self.anchor_warp):
+            raise ValueError("memory needs codec 'patch4' and takes the anchor's slot: anchor_warp must be off")
         if self.view_warp and self.codec != "patch4":
             raise ValueError("view_warp needs codec 'patch4' (a warp of the autoencoder's latents is not a warp of the image)")
         if self.ground_warp and not self.view_warp:
@@ -94,6 +103,11 @@ class WorldModelConfig:
         if self.view_warp and self.action_history < self.context:
             raise ValueError(f"view_warp: action_history ({self.action_history}) must cover the context "
                              f"({self.context}) to know each context frame's rotation")
+
+    @property
+    def image_channels(self) -> int:
+        """Channels of the frame image its latent holds: rgb, or rgb | disparity | gate with memory."""
+        return IMAGE_CHANNELS if self.memory else 3
 
     @property
     def factor(self) -> int:
@@ -194,14 +208,30 @@ class WorldModel(nn.Module):
         out = coverage * warped + (1 - coverage) * F.pixel_shuffle(newest, c.factor)
         return F.pixel_unshuffle(out, c.factor)
 
-    def finish(self, out: torch.Tensor, newest: torch.Tensor, stabilize: bool = True) -> torch.Tensor:
-        """Frame n's latents from the sampler's output: with ``residual`` the newest (aligned)
-        context frame is added back, and in the patch space ``stabilize`` projects out grid drift
-        (``stabilize_patch_latent``). Shared by ``sample`` and ``WorldSession``."""
+    def base(self, newest: torch.Tensor, memory: torch.Tensor | None = None) -> torch.Tensor:
+        """What the residual is the change from: the newest (aligned) context frame, or with
+        ``memory`` the memory where it covers and that frame elsewhere (``memory_base``)."""
+        if not self.config.memory:
+            return newest
+        if memory is None or memory.shape != newest.shape:
+            raise ValueError(f"memory: a memory model needs the memory latent {tuple(newest.shape)}, got "
+                             f"{None if memory is None else tuple(memory.shape)}")
+        return memory_base(memory, newest, self.config.factor)
+
+    def finish(self, out: torch.Tensor, newest: torch.Tensor, stabilize: bool = True,
+               memory: torch.Tensor | None = None) -> torch.Tensor:
+        """Frame n's latents from the sampler's output: with ``residual`` the base (``base``: the
+        newest aligned context frame, or the memory where it covers) is added back, and in the patch
+        space ``stabilize`` projects out grid drift of the colour (``stabilize_patch_latent``); a
+        memory model then shows the memory where its gate says so (``composite``). Shared by
+        ``sample`` and ``WorldSession``."""
+        base = self.base(newest, memory)
         if self.config.residual:
-            out = out + newest
+            out = out + base
         if stabilize and self.config.codec == "patch4":
-            out = stabilize_patch_latent(out, newest)
+            out = torch.cat([stabilize_patch_latent(out[:, :48], base[:, :48]), out[:, 48:]], 1)
+        if self.config.memory:
+            out = composite(out, memory, self.config.factor)
         return out
 
     @torch.no_grad()
@@ -220,13 +250,14 @@ class WorldModel(nn.Module):
         frame added back, optionally stabilized as ``WorldSession`` does. Differentiable (the
         unrolled rollout loss trains through it); ``sample`` is the same without gradient."""
         context, valid = self.align(context, valid, actions, pitch)
+        memory = anchor if self.config.memory else None          # the memory latent takes the anchor's slot
         if self.config.anchor_warp:
             if poses is None:
                 raise ValueError("poses: anchor_warp needs (anchor pose, anchor pitch, frame n's pose)")
             anchor = self.align_anchor(anchor, context[:, 0], poses[0], poses[1], poses[2], pitch)
         ts = time_grid(steps or self.config.steps)
         out = integrate_student(self.core, z, ts, anchor, self.pack(style, actions, noise), context, valid)
-        return self.finish(out, context[:, 0], stabilize)
+        return self.finish(out, context[:, 0], stabilize, memory)
 
     def save_pretrained(self, folder, **metadata) -> None:
         save_pretrained(self, folder, **metadata)

@@ -10,6 +10,12 @@ network is a streaming student. State has a fixed size: memory stays flat howeve
 
 Noise for frame n comes from a generator seeded by (seed, n): same start, seed and actions give
 the same frames.
+
+A memory model (``WorldModelConfig.memory``) also keeps a ``SceneMemory``: per step the memory is
+rendered at frame n's camera (``camera_view``: the dead-reckoned pose and the tracked pitch), the
+render conditions the network, and the frame it generates goes in with its generated depth. The
+start frame goes in with the depth the model predicts for it (or one given to ``reset``). The
+memory is bounded (``memory_max_points``), so state stays bounded too.
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.diffusion.flow import time_grid
+from alaya.models.memory_conditioning import (decode_depth, frame_image, kinematic_view, memory_latent, to_image,
+                                              to_latent)
+from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 from alaya.models.student import push_context
-from alaya.models.view_warp import advance_pose
+from alaya.models.view_warp import advance_pose, pinhole
 from alaya.models.world import WorldModel
 from alaya.paths import default_weights
 from alaya.runtime.backends import BACKENDS, Backend, make_backend
@@ -76,10 +85,13 @@ class WorldSession:
         return torch.from_numpy(a.copy()).permute(2, 0, 1)[None].float() / 255
 
     @torch.no_grad()
-    def reset(self, frame: np.ndarray, prompt: str | None = None, pitch: float | None = None) -> None:
+    def reset(self, frame: np.ndarray, prompt: str | None = None, pitch: float | None = None,
+              depth: np.ndarray | None = None) -> None:
         """Start a new game from ``frame`` (uint8 (size, size, 3)), in ``prompt``'s style if given;
         ``pitch``: the start frame's camera pitch in degrees (default: the game's start pitch,
-        ``WorldModelConfig.start_pitch_degrees``), which the pitch limit and ``ground_warp`` use."""
+        ``WorldModelConfig.start_pitch_degrees``), which the pitch limit and ``ground_warp`` use.
+        ``depth`` (size, size) metres, 0 on the sky: the start frame's, for a memory model (default:
+        the model predicts it)."""
         x = self._check_frame(frame)
         c = self.model.config
         if pitch is None:
@@ -89,7 +101,10 @@ class WorldSession:
             raise ValueError(f"pitch: expected degrees within ±{c.max_pitch_degrees:g}, got {pitch!r}")
         if prompt is not None:
             self.set_prompt(prompt)
-        z = self.autoencoder.encode(x)
+        if c.memory:
+            z = to_latent(frame_image(x, self._check_depth(depth)))
+        else:
+            z = self.autoencoder.encode(x)
         self.anchor = z
         h = self.size // c.factor
         self.context = torch.zeros(1, c.context, c.latent_channels, h, h)
@@ -101,8 +116,51 @@ class WorldSession:
         self.pitch = min(max(float(pitch), -c.max_pitch_degrees), c.max_pitch_degrees)
         self.pose = torch.zeros(1, 3)                  # dead-reckoned [x, y, yaw] since the start frame
         self.anchor_pose, self.anchor_pitch = self.pose, torch.tensor([self.pitch])
+        if c.memory:
+            self._reset_memory(x, z, depth is None)
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
         _, self.decoder_state = self.backend.decode(z, None)
+
+    def _check_depth(self, depth) -> torch.Tensor | None:
+        if depth is None:
+            return None
+        d = np.asarray(depth, dtype=np.float32)
+        if d.shape != (self.size, self.size) or not np.isfinite(d).all() or (d < 0).any():
+            raise ValueError(f"depth: expected finite metres >= 0 of shape ({self.size}, {self.size}), got {d.shape}")
+        return torch.from_numpy(d)[None, None]
+
+    def camera_view(self) -> torch.Tensor:
+        """world_to_camera (4, 4) of frame n, where the memory is rendered and the frame inserted:
+        today the fixed kinematics (dead-reckoned pose, tracked pitch); the swap point for a
+        learned camera-motion model."""
+        return kinematic_view(self.pose, self.pitch, self.model.config.eye_height)
+
+    def _reset_memory(self, x: torch.Tensor, z: torch.Tensor, predict_depth: bool) -> None:
+        """A fresh memory holding the start frame, with its depth predicted by one standing-still
+        step from an empty memory (as trained: ``reset_prob``) unless it was given."""
+        c = self.model.config
+        self.memory = SceneMemory(SceneMemoryConfig(max_points=c.memory_max_points, stride=c.memory_stride))
+        self.K = pinhole(self.size, c.fov_y_degrees)
+        if predict_depth:
+            empty = memory_latent(torch.zeros_like(x), torch.zeros_like(x[:, :1]), torch.zeros_like(x[:, :1]))
+            cond = self.model.pack(self.style, self.actions, torch.zeros(1))
+            _, features = self.backend.frame(empty, self.context * self.valid, self.valid)
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 % 2**64)
+            out = self.backend.integrate(torch.randn(z.shape, generator=gen), self.times, cond, features)
+            out = self.model.finish(out, self.context[:, 0], self.stabilize, empty)
+            u = to_image(out)[:, 3:4].clamp(0, 1)
+            z = to_latent(torch.cat([x, u, torch.zeros_like(u)], 1))
+            self.context = self.context.clone()
+            self.context[:, 0] = z
+            self.anchor = z
+        self._view = self.camera_view()
+        self._insert(z)
+
+    def _insert(self, z: torch.Tensor) -> None:
+        """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth."""
+        img = to_image(z)[0]
+        rgb = (img[:3].clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0)
+        self.memory.insert(rgb, decode_depth(img[3].clamp(0, 1)), self.K, self._view, time=self.frame_index)
 
     @torch.no_grad()
     def step_latent(self, action) -> torch.Tensor:
@@ -125,12 +183,20 @@ class WorldSession:
         pitch = torch.tensor([self.pitch])
         context, valid = self.model.align(self.context, self.valid, self.actions, pitch)   # view_warp
         cond = self.model.pack(self.style, self.actions, level)
-        anchor = self.model.align_anchor(self.anchor, context[:, 0], self.anchor_pose, self.anchor_pitch,
-                                         self.pose, pitch)                                # anchor_warp
+        memory = None
+        if c.memory:                                    # the memory seen from frame n's camera
+            self._view = self.camera_view()
+            r = self.memory.render(self.K, self._view, self.size, self.size)
+            anchor = memory = memory_latent(r.rgb[None], r.coverage[None], r.depth[None])
+        else:
+            anchor = self.model.align_anchor(self.anchor, context[:, 0], self.anchor_pose, self.anchor_pitch,
+                                             self.pose, pitch)                            # anchor_warp
         _, features = self.backend.frame(anchor, context * valid, valid)
         z = torch.randn(self.anchor.shape, generator=gen)
         z = self.backend.integrate(z, self.times, cond, features)
-        z = self.model.finish(z, context[:, 0], self.stabilize)
+        z = self.model.finish(z, context[:, 0], self.stabilize, memory)
+        if c.memory:
+            self._insert(z)
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
 
@@ -153,14 +219,14 @@ class WorldSession:
         """uint8 (size, size, 3): the next frame after playing one action row."""
         z = self.step_latent(action)
         img, self.decoder_state = self.backend.decode(z, self.decoder_state)
-        return (img[0].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+        return (img[0, :3].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
 
 def codecs_for(model: WorldModel, autoencoder=None, decoder=None):
     """(encoder of start frames, streaming decoder) for the model's latent space: one
     ``PatchCodec`` for both, or the autoencoder and the tiny decoder, which must be given."""
     if model.config.codec == "patch4":
-        codec = PatchCodec(PatchCodecConfig(factor=4)).eval()
+        codec = PatchCodec(PatchCodecConfig(factor=4, image_channels=model.config.image_channels)).eval()
         return codec, codec
     if autoencoder is None or decoder is None:
         raise ValueError("this world model works in the autoencoder's latent space: pass autoencoder and decoder")

@@ -86,6 +86,13 @@ class WorldTrainConfig:
                                          # 1-step sampler (steps = 1, the shipped setting) ever asks about,
                                          # where the prediction is the mean next frame
     channel_weight_mix: float = 0.5      # per-channel loss weights (see latent_channel_weights)
+    reset_prob: float = 0.05             # memory model: share of samples as a session's start (empty memory,
+                                         # depth unknown: the model predicts the start frame's depth)
+    gate_tolerance: float = 0.04         # memory model: the gate's target is 1 where the memory is this close
+    depth_weight: float = 1.0            # memory model: loss weights of the disparity and gate channels
+    gate_weight: float = 0.5
+    memory_styles: int = 1               # memory model: styles with memory renders (the first ones; ~30 ms a frame each)
+    memory_cached_only: bool = False     # memory model: train on the episodes already rendered, render no more
     starts: int = 6                      # start frames written to <out>/starts/ (episodes.write_start_frames)
     val_batches: int = 4                 # validation: this many fixed held-out batches ...
     val_batch_size: int = 32             # ... of this size
@@ -323,6 +330,8 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
     if cfg.play_context_noise is not None:
         model.config = dataclasses.replace(model.config, play_context_noise=cfg.play_context_noise)
     cfg.model = model.config
+    if cfg.model.memory:
+        return _train_memory_world(model, cfg)
     if cfg.model.codec == "patch4":
         folder, patch = None, PatchCodec(PatchCodecConfig(factor=4))
         weights = torch.ones(cfg.model.latent_channels)
@@ -367,5 +376,53 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
     model.save_pretrained(cfg.out, trained={"data": cfg.data, "steps": tc.steps, "run_dir": tc.run_dir,
                                             "rollout": cfg.rollout, "init": cfg.init})
     if cfg.starts > 0:                   # what alaya play --world and WorldModelEnv start from
+        write_start_frames(cfg.data, cfg.out, count=cfg.starts)
+    return model
+
+
+def _train_memory_world(model: WorldModel, cfg: WorldTrainConfig) -> WorldModel:
+    """``train_world`` for a memory model (``alaya.train.world_memory_loss``): the rolling memory
+    renders are cached first (``cache_memory``); no error bank or unrolled loss."""
+    from alaya.models.scene_memory import SceneMemoryConfig
+    from alaya.train.world_memory import MemoryEpisodes, cache_memory, cached_ids, restrict
+    from alaya.train.world_memory_loss import channel_weights, memory_world_loss
+    if cfg.unroll > 0 or cfg.error_prob > 0 or cfg.rollout > 0:
+        raise ValueError("a memory model trains without unroll, error recycling or self-rollout: set "
+                         "--unroll 0 --error-prob 0 --rollout-prob 0")
+    m, tc = cfg.model, cfg.train
+    memory_cfg = SceneMemoryConfig(max_points=m.memory_max_points, stride=m.memory_stride)
+    ds = EpisodeDataset(cfg.data)
+    held_out = next((s for s in ("val", "test") if ds.ids(s)), None)
+    encoder, patch = PromptEncoder(), PatchCodec(PatchCodecConfig(factor=4))
+    splits = {}
+    for split in ("train", held_out) if held_out else ("train",):
+        data = LatentEpisodes(cfg.data, None, split, encoder, patch)
+        if cfg.memory_cached_only:
+            try:
+                folder, ids = cached_ids(cfg.data, memory_cfg, data.ids)
+            except FileNotFoundError:
+                if split == "train":
+                    raise
+                held_out = None                  # none of the held-out episodes rendered yet: no validation
+                continue
+            data = restrict(data, ids)
+        else:
+            folder = cache_memory(cfg.data, memory_cfg, data.ids, progress=tc.progress, styles=cfg.memory_styles)
+        splits[split] = data, MemoryEpisodes(cfg.data, data.ids, folder, data.shape[2])
+    weights = channel_weights(cfg)
+
+    def loss_fn(mod, index):
+        return memory_world_loss(mod, *splits["train"], cfg, weights, index, tc.batch_size, tc.seed)
+
+    def validate(mod):
+        return {"loss": float(np.mean([memory_world_loss(mod, *splits[held_out], cfg, weights, 10_000_000 + i,
+                                                         cfg.val_batch_size, 1234)[0].item()
+                                       for i in range(cfg.val_batches)]))}
+
+    describe = {"world": json.loads(json.dumps(cfg.__dict__, default=lambda o: getattr(o, "__dict__", str(o))))}
+    model = Trainer(model, tc, loss_fn, validate if held_out else None, describe).run()
+    model.save_pretrained(cfg.out, trained={"data": cfg.data, "steps": tc.steps, "run_dir": tc.run_dir,
+                                            "memory": True, "init": cfg.init})
+    if cfg.starts > 0:
         write_start_frames(cfg.data, cfg.out, count=cfg.starts)
     return model

@@ -1,0 +1,115 @@
+"""What a memory-conditioned world model reads from the scene memory and writes into it.
+
+A memory model (``WorldModelConfig.memory``) generates RGB-D frames with a blend gate, in one
+patch latent of 5 image channels (``PatchCodec(image_channels=5)``, 4x4: 80 latent channels):
+
+    frame image (B, 5, H, W) in [0, 1]:  rgb (3) | disparity u (1) | gate g (1)
+
+* disparity ``u = 1 / (1 + depth)`` (metres; 0 on the sky, where the memory stores nothing):
+  near surfaces take most of the range, the far floor still resolves, and the sky is one value;
+* the gate is where the model keeps the memory's colour: the shown frame is
+  ``g * memory + (1 - g) * generated`` on covered pixels (``composite``). It is generated like the
+  other channels (trained against "the memory is right here": coverage and a small colour error),
+  so the model decides the blend; standing still with a perfect memory, ``g = 1`` keeps it exact.
+
+The memory's render at frame n's camera is the network's per-frame input (the student's
+G-buffer slot), in the same space: rgb | coverage | disparity (``memory_latent``). The residual
+the model generates starts from the memory where it covers the view and from the newest
+(warped) context frame elsewhere (``memory_base``): "show what the memory shows" is its zero.
+
+``kinematic_view`` is the camera the session renders the memory from: the dead-reckoned pose
+(``view_warp.advance_pose``) and the tracked pitch at eye height. It is the one place a learned
+camera-motion model (``alaya.models.camera_motion``) replaces the fixed kinematics.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from alaya.models.view_warp import camera_rotation
+
+IMAGE_CHANNELS = 5            # rgb, disparity, gate
+MAX_DEPTH = 40.0              # metres: farther is sky (the memory's max_distance)
+_GL = torch.diag(torch.tensor([1.0, -1.0, -1.0]))   # camera_rotation's (right, down, forward) -> OpenGL
+
+
+def encode_depth(depth: torch.Tensor) -> torch.Tensor:
+    """Disparity ``1 / (1 + depth)`` in (0, 1], 0 where depth is 0 (sky) or beyond MAX_DEPTH."""
+    d = depth.float()
+    return torch.where((d > 0) & (d <= MAX_DEPTH), 1.0 / (1.0 + d), torch.zeros_like(d))
+
+
+def decode_depth(u: torch.Tensor) -> torch.Tensor:
+    """Metres from disparity; 0 (sky, not stored) at or below MAX_DEPTH's disparity."""
+    u = u.float()
+    floor = 1.0 / (1.0 + MAX_DEPTH)
+    return torch.where(u > floor, 1.0 / u.clamp(min=floor) - 1.0, torch.zeros_like(u))
+
+
+def to_latent(image: torch.Tensor, factor: int = 4) -> torch.Tensor:
+    """(B, 5, H, W) in [0, 1] -> (B, 80, H/4, W/4) in [-1, 1]: ``PatchCodec.encode`` of 5 channels."""
+    return F.pixel_unshuffle(image * 2 - 1, factor)
+
+
+def to_image(latent: torch.Tensor, factor: int = 4) -> torch.Tensor:
+    """The inverse of ``to_latent`` (no clamping)."""
+    return F.pixel_shuffle(latent, factor) * 0.5 + 0.5
+
+
+def frame_image(rgb: torch.Tensor, depth: torch.Tensor | None = None, gate: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, 5, H, W) from rgb (B, 3, H, W) in [0, 1], depth (B, 1, H, W) metres (None: unknown, u = 0)
+    and gate (B, 1, H, W) (None: 0)."""
+    if rgb.ndim != 4 or rgb.shape[1] != 3:
+        raise ValueError(f"rgb: expected (B, 3, H, W), got {tuple(rgb.shape)}")
+    B, _, H, W = rgb.shape
+    zero = rgb.new_zeros(B, 1, H, W)
+    for name, value in (("depth", depth), ("gate", gate)):
+        if value is not None and tuple(value.shape) != (B, 1, H, W):
+            raise ValueError(f"{name}: expected {(B, 1, H, W)}, got {tuple(value.shape)}")
+    u = zero if depth is None else encode_depth(depth)
+    return torch.cat([rgb.float(), u, zero if gate is None else gate.float()], 1)
+
+
+def memory_latent(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, factor: int = 4) -> torch.Tensor:
+    """The network's memory input (B, 80, h, w) from a render (``MemoryView`` fields batched):
+    rgb (B, 3, H, W), coverage (B, 1, H, W), depth (B, 1, H, W); rgb and disparity are zeroed
+    where not covered."""
+    cov = (coverage > 0.5).float()
+    return to_latent(torch.cat([rgb.float() * cov, cov, encode_depth(depth) * cov], 1), factor)
+
+
+def memory_base(memory: torch.Tensor, newest: torch.Tensor, factor: int = 4) -> torch.Tensor:
+    """The residual's zero (B, 80, h, w): rgb and disparity of the memory where it covers the
+    view, of the newest (aligned) context frame elsewhere; the gate is the coverage."""
+    m, x = to_image(memory, factor), to_image(newest, factor)
+    cov = m[:, 3:4]
+    rgbd = cov * torch.cat([m[:, :3], m[:, 4:5]], 1) + (1 - cov) * x[:, :4]
+    return to_latent(torch.cat([rgbd, cov], 1), factor)
+
+
+def composite(frame: torch.Tensor, memory: torch.Tensor, factor: int = 4) -> torch.Tensor:
+    """The shown frame (B, 80, h, w): rgb = g * memory + (1 - g) * generated where the memory
+    covers (g the generated gate, clamped to [0, 1]); disparity kept from the generation, gate 0
+    (a context frame carries no gate)."""
+    f, m = to_image(frame, factor), to_image(memory, factor)
+    g = f[:, 4:5].clamp(0, 1) * (m[:, 3:4] > 0.5).float()
+    rgb = g * m[:, :3] + (1 - g) * f[:, :3]
+    return to_latent(torch.cat([rgb, f[:, 3:4], torch.zeros_like(g)], 1), factor)
+
+
+def gate_target(memory_rgb: torch.Tensor, coverage: torch.Tensor, rgb: torch.Tensor, tolerance: float = 0.04) -> torch.Tensor:
+    """(B, 1, H, W): 1 where the memory covers and its colour is within ``tolerance`` (mean over
+    RGB, in [0, 1]) of the true frame's: where showing the memory is right."""
+    close = (memory_rgb.float() - rgb.float()).abs().mean(1, keepdim=True) < tolerance
+    return ((coverage > 0.5) & close).float()
+
+
+def kinematic_view(pose: torch.Tensor, pitch_degrees: float, eye_height: float) -> torch.Tensor:
+    """world_to_camera (4, 4), OpenGL, of the dead-reckoned pose (1, 3) [x, y, yaw] (``advance_pose``)
+    at ``pitch_degrees``, the camera ``eye_height`` above the floor (world z up)."""
+    R = _GL @ camera_rotation(pose[:, 2].float(), torch.deg2rad(torch.tensor([float(pitch_degrees)])))[0]
+    c = torch.tensor([float(pose[0, 0]), float(pose[0, 1]), float(eye_height)])
+    view = torch.eye(4)
+    view[:3, :3], view[:3, 3] = R, -R @ c
+    return view

@@ -1,0 +1,106 @@
+"""The training sample and loss of a memory-conditioned world model (``WorldModelConfig.memory``).
+
+One frame n of one recorded episode, in a style with cached memory renders (``world_memory``):
+
+* memory: the rolling render at frame n's recorded camera of the memory holding the true frames
+  0 ... n-1 (their true depth), as rgb | coverage | disparity (``memory_latent``); its colour gets
+  the context's noise level (halved: image units) where covered, so the model learns to repair a
+  memory filled with imperfect frames;
+* context: frames n-1 ... n-K as RGB-D (true depth), noised as ``alaya.train.world`` noises it
+  (level told), warped into frame n's view by the actions (``align``);
+* target: frame n's rgb, its true disparity, and the gate "the memory is right here"
+  (``gate_target``); the model generates the change from ``memory_base`` (the memory where it
+  covers, the newest context frame elsewhere) by flow matching, all three channels at once;
+* standing still (``still_prob``): target, context and memory are frame n-1 (memory: that frame
+  where it has geometry, as a session's memory is once it stood a frame), no actions, gate 1
+  where covered;
+* reset (``reset_prob``): what a session does with its start frame: an empty memory, one context
+  frame with unknown depth (disparity 0), no actions; the target is that frame with its depth, so
+  the model learns to predict a start frame's depth.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from alaya.diffusion.flow import interpolate, velocity_loss_weight
+from alaya.models.memory_conditioning import frame_image, gate_target, memory_latent, to_latent
+from alaya.models.student import push_context
+from alaya.train.teacher import augment_prompt
+from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
+from alaya.train.world_memory import MemoryEpisodes
+
+
+def channel_weights(cfg) -> torch.Tensor:
+    """(80,) per-channel loss weights: rgb 1, disparity ``depth_weight``, gate ``gate_weight``."""
+    return torch.cat([torch.ones(48), torch.full((16,), cfg.depth_weight), torch.full((16,), cfg.gate_weight)])
+
+
+def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.Generator, e, st, T: int):
+    """(target image (B, 5, H, W), context (B, K, 80, h, w), valid, rows, style, memory rgb,
+    coverage, depth (B, ., H, W), the frame whose pitch applies)."""
+    m = cfg.model
+    B, K = len(e), m.context
+    start = rng.random(B) < cfg.start_fraction
+    n = np.where(start, rng.integers(1, K + 1, size=B), rng.integers(1, T, size=B))
+    still = rng.random(B) < cfg.still_prob
+    reset = ~still & (rng.random(B) < cfg.reset_prob)
+    fixed = still | reset
+    rows = action_rows(data, e, n, m.action_history) * torch.from_numpy(~fixed).view(B, 1, 1).float()
+    style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
+    frames = [n - 1 - j for j in range(K - 1, -1, -1)]                        # oldest first
+    ctx, valid = None, None
+    for f in frames:
+        rgb, depth = mem.frame(data, e, st, f)
+        lat = to_latent(frame_image(rgb, depth))
+        if ctx is None:
+            ctx = torch.zeros(B, K, *lat.shape[1:])
+            valid = torch.zeros(B, K, 1, *lat.shape[2:])
+        ctx, valid = push_context(ctx, valid, lat)
+        valid[torch.from_numpy(f < 0), 0] = 0
+    target = np.where(fixed, n - 1, n)
+    rgb, depth = mem.frame(data, e, st, target)
+    mrgb, mcov, mdepth = mem.renders.get(e, st, n)
+    if fixed.any():
+        b = torch.from_numpy(fixed)
+        prev = to_latent(frame_image(rgb[b], depth[b]))
+        ctx[b] = prev[:, None].expand(-1, K, -1, -1, -1)
+        valid[b] = 1.0
+        geometry = (depth[b] > 0).float()
+        mrgb[b], mcov[b], mdepth[b] = rgb[b] * geometry, geometry, depth[b]
+    if reset.any():
+        b = torch.from_numpy(reset)
+        unknown = to_latent(frame_image(rgb[b]))                  # depth unknown: disparity 0
+        ctx[b] = torch.cat([unknown[:, None], torch.zeros_like(ctx[b][:, 1:])], 1)
+        valid[b] = torch.cat([torch.ones_like(valid[b][:, :1]), torch.zeros_like(valid[b][:, 1:])], 1)
+        mrgb[b], mcov[b], mdepth[b] = 0.0, 0.0, 0.0
+    return rgb, depth, ctx, valid, rows, style, (mrgb, mcov, mdepth), target
+
+
+def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, weights: torch.Tensor, index: int,
+                      batch_size: int, seed: int) -> tuple[torch.Tensor, dict]:
+    """Flow matching of frame n's RGB-D and gate given the memory, as the module docstring says."""
+    from alaya.train.world import add_context_noise, training_times      # one shared recipe, no cycle at import
+    rng = np.random.default_rng([seed, index])
+    n_ep, _, T = data.shape
+    e = rng.integers(n_ep, size=batch_size)
+    st = rng.integers(mem.renders.styles, size=batch_size)
+    rgb, depth, ctx, valid, rows, style, (mrgb, mcov, mdepth), target = memory_batch(data, mem, cfg, rng, e, st, T)
+    core = model.module if hasattr(model, "module") else model
+    B = len(e)
+    gate = gate_target(mrgb, mcov, rgb, cfg.gate_tolerance)
+    x = to_latent(frame_image(rgb, depth, gate))
+    noisy, level = add_context_noise(ctx, valid, cfg, rng)
+    noisy = torch.cat([noisy[:, :, :64], torch.zeros_like(noisy[:, :, 64:])], 2)     # a context carries no gate
+    eps_m = torch.from_numpy(rng.standard_normal(mrgb.shape)).float()
+    mrgb = ((mrgb + 0.5 * level.view(B, 1, 1, 1) * eps_m).clamp(0, 1)) * mcov
+    memory = memory_latent(mrgb, mcov, mdepth)
+    noisy, valid = core.align(noisy, valid, rows, frame_pitch(data, e, target))
+    x = x - core.base(noisy[:, 0], memory)
+    t = training_times(B, cfg, rng)
+    eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
+    v = model(interpolate(x, eps, t), t, memory, noisy, valid, style, rows, level)
+    err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
+    loss = (err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)).mean()
+    return loss, {"coverage": float(mcov.mean()), "gate": float(gate.mean())}
