@@ -8,6 +8,21 @@ import argparse
 from alaya.paths import default_weights
 
 
+# ``alaya train guided-decoder``'s own options: (flag, argparse keywords)
+GUIDED_DECODER_OPTIONS = (
+    ("--student", {"default": default_weights("student"),
+                   "help": "guided-decoder: the student whose output latents it decodes"}),
+    ("--gradient-weight", {"type": float, "default": 1.0,
+                           "help": "guided-decoder: weight of the image-gradient L1 beside the pixel L1"}),
+    ("--albedo-gain", {"action": "store_true",
+                       "help": "guided-decoder: the head also outputs a per-pixel gain on the G-buffer's albedo"}),
+    ("--adversarial-weight", {"type": float, "default": 0.0,
+                              "help": "guided-decoder: weight of a conditional patch critic's hinge loss (0: none)"}),
+    ("--adversarial-start", {"type": int, "default": 250,
+                             "help": "guided-decoder: the step from which the decoder fits the critic"}),
+)
+
+
 def _train(a: argparse.Namespace) -> int:
     from alaya.train.loop import TrainConfig
     train = TrainConfig(run_dir=a.run_dir, steps=a.steps, batch_size=a.batch_size, lr=a.lr,
@@ -134,16 +149,8 @@ def add_train_command(sub) -> None:
     tr.add_argument("--self-context", type=float, default=0.0,
                     help="student 'ar', 'guidance': share of steps whose context the student rolls out itself "
                          "(--rollout frames)")
-    tr.add_argument("--student", default=default_weights("student"),
-                    help="guided-decoder: the student whose output latents it decodes")
-    tr.add_argument("--gradient-weight", type=float, default=1.0,
-                    help="guided-decoder: weight of the image-gradient L1 beside the pixel L1")
-    tr.add_argument("--albedo-gain", action="store_true",
-                    help="guided-decoder: the head also outputs a per-pixel gain on the G-buffer's albedo")
-    tr.add_argument("--adversarial-weight", type=float, default=0.0,
-                    help="guided-decoder: weight of a conditional patch critic's hinge loss (0: no critic)")
-    tr.add_argument("--adversarial-start", type=int, default=250,
-                    help="guided-decoder: the step from which the decoder fits the critic (it trains from 0)")
+    for flag, kwargs in GUIDED_DECODER_OPTIONS:
+        tr.add_argument(flag, **kwargs)
     tr.add_argument("--teacher-window", type=int, default=4, help="student: frames the teacher sees")
     tr.add_argument("--ema", type=float, default=0.0)
     tr.add_argument("--bf16", action="store_true")
