@@ -3,11 +3,12 @@
 For each size (64 and 128 by default) it starts a ``WorldSession`` on the shipped weights (the
 onnxruntime backend unless ``--backend torch``), plays ``--frames`` frames of a scripted action
 sequence (walking, turning, and a one-shot action now and then) and reports the median and
-99th-percentile frame time and FPS. The model is trained at 64²; 128² runs the same
-convolutional network on 16x16 latents and is reported for speed only. Torch uses one thread,
-as in the server.
+99th-percentile frame time and FPS. A frame is everything ``WorldSession.step`` does: for a
+memory-conditioned model (``WorldModelConfig.memory``) that includes rendering the scene memory
+at the frame's camera and inserting the generated frame (``memory_points`` reports what it
+holds at the end). Torch uses one thread, as in the server.
 
-Usage: python bench/world.py [--frames 1000] [--sizes 64 128] [--backend onnx]
+Usage: python bench/world.py [--frames 1000] [--sizes 64 128] [--backend onnx] [--weights DIR] [--steps N]
 Prints a table, then one JSON object as its last line (keys ``fps_64``, ``fps_128``, ...).
 """
 
@@ -44,8 +45,11 @@ def scripted_actions(n: int, seed: int = 0) -> list[np.ndarray]:
     return rows
 
 
-def run(size: int, frames: int, backend: str, weights: str, warmup: int = 20) -> dict:
+def run(size: int, frames: int, backend: str, weights: str, warmup: int = 20, steps: int | None = None) -> dict:
     factory = WorldSessionFactory.from_pretrained(weights, size=size, backend=backend, threads=1)
+    if steps:
+        factory.model.config.steps = steps
+        factory = WorldSessionFactory(factory.model, size=size, backend=backend, threads=1)
     start = load_start_frames(weights)[0]
     if start.shape[0] != size:
         start = np.asarray(Image.fromarray(start).resize((size, size), Image.BICUBIC))
@@ -59,8 +63,9 @@ def run(size: int, frames: int, backend: str, weights: str, warmup: int = 20) ->
         if k >= warmup:
             times.append(time.perf_counter() - t0)
     ms = np.array(times) * 1000
+    memory = getattr(session, "memory", None)
     return {"size": size, "frames": frames, "p50_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99)),
-            "fps": float(1000 / np.median(ms))}
+            "fps": float(1000 / np.median(ms)), "memory_points": None if memory is None else len(memory)}
 
 
 def main() -> None:
@@ -69,15 +74,17 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
     p.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
     p.add_argument("--weights", default="weights/world_model")
+    p.add_argument("--steps", type=int, default=None, help="sampling steps (default: the model's)")
     a = p.parse_args()
     torch.set_num_threads(1)
-    rows = [run(s, a.frames, a.backend, a.weights) for s in a.sizes]
+    rows = [run(s, a.frames, a.backend, a.weights, steps=a.steps) for s in a.sizes]
     print("| size | median ms | p99 ms | FPS |\n|---|---|---|---|")
     for r in rows:
         print(f"| {r['size']} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['fps']:.1f} |")
     out = {f"fps_{r['size']}": round(r["fps"], 2) for r in rows}
     out.update({f"p50_ms_{r['size']}": round(r["p50_ms"], 2) for r in rows})
     out.update({f"p99_ms_{r['size']}": round(r["p99_ms"], 2) for r in rows})
+    out.update({f"memory_points_{r['size']}": r["memory_points"] for r in rows if r["memory_points"] is not None})
     out.update({"backend": a.backend, "frames": a.frames, "weights": a.weights})
     print(json.dumps(out))
 

@@ -89,13 +89,14 @@ def memory_base(memory: torch.Tensor, newest: torch.Tensor, factor: int = 4) -> 
 
 
 def composite(frame: torch.Tensor, memory: torch.Tensor, factor: int = 4) -> torch.Tensor:
-    """The shown frame (B, 80, h, w): rgb = g * memory + (1 - g) * generated where the memory
-    covers (g the generated gate, clamped to [0, 1]); disparity kept from the generation, gate 0
-    (a context frame carries no gate)."""
+    """The shown frame (B, 80, h, w): rgb and disparity = g * memory + (1 - g) * generated where
+    the memory covers (g the generated gate, clamped to [0, 1]), gate 0 (a context frame carries
+    none). The depth follows the colour, so what the memory kept goes back in at its own depth
+    (no point is taken for a moved body by the sampler's small depth noise)."""
     f, m = to_image(frame, factor), to_image(memory, factor)
     g = f[:, 4:5].clamp(0, 1) * (m[:, 3:4] > 0.5).float()
-    rgb = g * m[:, :3] + (1 - g) * f[:, :3]
-    return to_latent(torch.cat([rgb, f[:, 3:4], torch.zeros_like(g)], 1), factor)
+    rgbd = g * torch.cat([m[:, :3], m[:, 4:5]], 1) + (1 - g) * f[:, :4]
+    return to_latent(torch.cat([rgbd, torch.zeros_like(g)], 1), factor)
 
 
 def gate_target(memory_rgb: torch.Tensor, coverage: torch.Tensor, rgb: torch.Tensor, tolerance: float = 0.04) -> torch.Tensor:

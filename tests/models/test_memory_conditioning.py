@@ -1,0 +1,192 @@
+"""The memory-conditioned world model: its conditioning (shapes, what coverage does, the gate's
+blend), standing still on a perfect memory, save/load, bad inputs, a session that keeps its
+memory, and training on a tiny recorded dataset with cached rolling renders."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.models.memory_conditioning import (composite, decode_depth, encode_depth, frame_image, gate_target,
+                                              kinematic_view, memory_base, memory_latent, to_image, to_latent)
+from alaya.models.world import WorldModel, WorldModelConfig
+
+TINY = WorldModelConfig(memory=True, latent_channels=80, widths=(16, 32), emb_dim=32, steps=2,
+                        view_warp=True, ground_warp=True, memory_max_points=5000)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def test_depth_encoding_round_trips_and_keeps_the_sky_empty():
+    d = torch.tensor([0.0, 0.3, 1.4, 10.0, 39.0, 45.0])
+    u = encode_depth(d)
+    assert u[0] == 0 and u[-1] == 0 and (u[1:-1] > 0).all() and (u[1:-1].diff() < 0).all()
+    back = decode_depth(u)
+    torch.testing.assert_close(back[1:-1], d[1:-1], rtol=1e-4, atol=1e-4)
+    assert back[0] == 0 and back[-1] == 0
+
+
+def test_latents_have_the_model_shapes_and_round_trip():
+    rgb, depth = torch.rand(2, 3, 32, 32), torch.rand(2, 1, 32, 32) * 5
+    img = frame_image(rgb, depth, torch.ones(2, 1, 32, 32))
+    z = to_latent(img)
+    assert img.shape == (2, 5, 32, 32) and z.shape == (2, 80, 8, 8)
+    torch.testing.assert_close(to_image(z), img)
+    assert torch.equal(z[:, :48], torch.nn.functional.pixel_unshuffle(rgb * 2 - 1, 4))   # rgb first: the patch codec's
+    with pytest.raises(ValueError, match="depth"):
+        frame_image(rgb, depth[:, :, :16])
+    with pytest.raises(ValueError, match="rgb"):
+        frame_image(rgb[:, :2])
+
+
+def test_coverage_picks_the_memory_as_the_base_and_the_gate_blends():
+    mem_rgb, ctx_rgb, gen_rgb = (torch.full((1, 3, 16, 16), v) for v in (0.8, 0.2, 0.5))
+    cov = torch.zeros(1, 1, 16, 16)
+    cov[..., :8] = 1                                   # left half covered
+    memory = memory_latent(mem_rgb, cov, torch.full_like(cov, 2.0))
+    newest = to_latent(frame_image(ctx_rgb, torch.full_like(cov, 4.0)))
+    base = to_image(memory_base(memory, newest))
+    torch.testing.assert_close(base[:, :3, :, :8], mem_rgb[..., :8])
+    torch.testing.assert_close(base[:, :3, :, 8:], ctx_rgb[..., 8:])
+    torch.testing.assert_close(base[:, 3:4, :, :8], encode_depth(torch.full((1, 1, 16, 8), 2.0)))
+    torch.testing.assert_close(base[:, 4:5], cov)      # "show the memory where it covers" is the zero
+    for g in (0.0, 1.0):
+        shown = to_image(composite(to_latent(frame_image(gen_rgb, gate=torch.full_like(cov, g))), memory))
+        torch.testing.assert_close(shown[:, :3, :, :8], mem_rgb[..., :8] if g else gen_rgb[..., :8])
+        torch.testing.assert_close(shown[:, 3:4, :, :8], encode_depth(torch.full((1, 1, 16, 8), 2.0)) if g
+                                   else torch.zeros(1, 1, 16, 8))       # the depth follows the colour
+        torch.testing.assert_close(shown[:, :3, :, 8:], gen_rgb[..., 8:])   # uncovered: always generated
+        assert (shown[:, 4] == 0).all()                                     # a context frame carries no gate
+    target = gate_target(mem_rgb, cov, mem_rgb + 0.01)
+    assert torch.equal(target, cov)
+    assert not gate_target(mem_rgb, cov, ctx_rgb).any()
+
+
+def test_config_and_inputs_are_checked_by_name():
+    with pytest.raises(ValueError, match="latent_channels"):
+        WorldModelConfig(memory=True)
+    with pytest.raises(ValueError, match="anchor"):
+        WorldModelConfig(memory=True, latent_channels=80, view_warp=True, ground_warp=True, anchor_warp=True)
+    model = WorldModel(TINY)
+    with pytest.raises(ValueError, match="memory"):
+        model.finish(torch.zeros(1, 80, 4, 4), torch.zeros(1, 80, 4, 4))
+    assert WorldModel(WorldModelConfig()).config.image_channels == 3 and TINY.image_channels == 5
+
+
+def test_the_memory_conditions_the_prediction_and_save_load_round_trips(tmp_path):
+    torch.manual_seed(0)
+    model = WorldModel(TINY).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    B, h = 1, 8
+    z, ctx, valid = torch.randn(B, 80, h, h), torch.randn(B, 3, 80, h, h) * 0.3, torch.ones(B, 3, 1, h, h)
+    style, rows, level, pitch = torch.zeros(B, 384), torch.zeros(B, 3, 8), torch.zeros(B), torch.zeros(B)
+    full = memory_latent(torch.rand(B, 3, 32, 32), torch.ones(B, 1, 32, 32), torch.full((B, 1, 32, 32), 3.0))
+    empty = memory_latent(torch.zeros(B, 3, 32, 32), torch.zeros(B, 1, 32, 32), torch.zeros(B, 1, 32, 32))
+    a = model.sample(z, full, ctx, valid, style, rows, level, pitch=pitch)
+    b = model.sample(z, empty, ctx, valid, style, rows, level, pitch=pitch)
+    assert a.shape == (B, 80, h, h) and (a - b).abs().max() > 0.05
+    model.save_pretrained(tmp_path / "m")
+    loaded = WorldModel.from_pretrained(tmp_path / "m").eval()
+    assert loaded.config == TINY
+    torch.testing.assert_close(loaded.sample(z, full, ctx, valid, style, rows, level, pitch=pitch), a)
+
+
+def test_kinematic_view_is_a_rigid_opengl_camera_at_eye_height():
+    view = kinematic_view(torch.tensor([[1.0, 2.0, 0.3]]), -10.0, 1.4)
+    R = view[:3, :3]
+    torch.testing.assert_close(R @ R.T, torch.eye(3), atol=1e-5, rtol=0)
+    centre = -R.T @ view[:3, 3]
+    torch.testing.assert_close(centre, torch.tensor([1.0, 2.0, 1.4]), atol=1e-5, rtol=0)
+    forward = -R[2]                                     # OpenGL: the camera looks down -z
+    assert forward[2] < 0 and abs(float(torch.atan2(forward[1], forward[0])) - 0.3) < 1e-4
+
+
+def _still_model():
+    """A memory model with a zero residual (a tiny sigma_data: its prediction ignores the noise)
+    and a saturated gate: what a trained model does standing still, where the memory is right."""
+    import dataclasses
+    model = WorldModel(dataclasses.replace(TINY, sigma_data=1e-4))
+    with torch.no_grad():
+        model.core.out.bias[64:] = 1e6
+    return model
+
+
+def test_standing_still_on_a_perfect_memory_is_exact():
+    from alaya.runtime.world_session import WorldSession
+    rng = np.random.default_rng(0)
+    frame = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    depth = np.full((32, 32), 3.0, np.float32)
+    depth[:6] = 0                                          # sky rows: not in the memory
+    session = WorldSession(_still_model(), size=32, backend="torch")
+    session.reset(frame, "a golden sunset", depth=depth)
+    points = len(session.memory)
+    assert points == int((depth > 0).sum())
+    for _ in range(20):
+        out = session.step(np.zeros(8, np.float32))
+        np.testing.assert_array_equal(out[6:], frame[6:])   # covered: the memory, exactly
+    assert len(session.memory) == points                    # standing still adds nothing
+
+
+def test_session_memory_is_bounded_and_the_start_depth_is_predicted_or_checked():
+    from alaya.data.actions import action_vector
+    from alaya.runtime.world_session import WorldSession
+    frame = np.random.default_rng(1).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    session = WorldSession(WorldModel(TINY), size=32, backend="torch")
+    with pytest.raises(ValueError, match="depth"):
+        session.reset(frame, depth=np.full((16, 16), 2.0))
+    session.reset(frame)                                   # depth predicted by the model
+    for k in range(30):
+        session.step(action_vector(1.0, 0.0, 1.0, 0.0, None))
+        assert len(session.memory) <= TINY.memory_max_points
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory):
+    from alaya.engine.game import GameConfig
+    from alaya.engine.gameplay import GameplayConfig, record_gameplay
+    root = tmp_path_factory.mktemp("episodes")
+    record_gameplay(root, GameplayConfig(episodes=6, frames=8, game=GameConfig(size=32, warmup_frames=10)),
+                    progress=False)
+    return root
+
+
+def test_rolling_renders_hold_only_earlier_frames(episodes):
+    from alaya.data.episodes import EpisodeDataset
+    from alaya.models.scene_memory import SceneMemoryConfig
+    from alaya.train.world_memory import MemoryRenders, cache_memory
+    ds = EpisodeDataset(episodes)
+    eid = ds.ids()[0]
+    folder = cache_memory(str(episodes), SceneMemoryConfig(max_points=5000), [eid], progress=False, styles=1)
+    renders = MemoryRenders(folder, [eid])
+    rgb, cov, depth = renders.get([0, 0], [0, 0], [0, 1])
+    assert renders.styles == 1 and rgb.shape == (2, 3, 32, 32)
+    assert cov[0].sum() == 0                               # frame 0: nothing seen before it
+    assert cov[1].mean() > 0.3 and (depth[1][cov[1] > 0] > 0).all()
+
+
+def test_memory_training_runs_resumes_and_saves(episodes, tmp_path):
+    from alaya.train.loop import TrainConfig
+    from alaya.train.world import WorldTrainConfig, train_world
+    run = tmp_path / "run"
+    cfg = WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=TINY, error_prob=0.0,
+                           still_prob=0.3, reset_prob=0.3, val_batches=1, val_batch_size=4,
+                           train=TrainConfig(run_dir=str(run), steps=2, batch_size=4, log_every=1, val_every=2,
+                                             ckpt_every=2, progress=False))
+    train_world(cfg)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["step"] == 2 and np.isfinite(rows[-1]["loss"]) and 0 < rows[-1]["coverage"] < 1
+    assert WorldModel.from_pretrained(tmp_path / "out").config == TINY
+    cfg.train.steps = 3
+    train_world(cfg)
+    assert [json.loads(r)["step"] for r in (run / "metrics.jsonl").read_text().splitlines()][-1] == 3
+    with pytest.raises(ValueError, match="unroll"):
+        train_world(WorldTrainConfig(data=str(episodes), model=TINY, unroll=4, train=cfg.train))
