@@ -26,7 +26,8 @@ def _record(a: argparse.Namespace) -> int:
     if action_map is not None and action_map.startswith("@"):     # @FILE: the JSON in a file
         action_map = Path(action_map[1:]).read_text(encoding="utf-8")
     paths = record_gym(a.env, a.out, episodes=a.episodes, max_steps=a.frames, size=a.size, seed=a.seed,
-                       action_map=action_map, progress=not a.quiet, env_kwargs=a.env_kwargs)
+                       action_map=action_map, progress=not a.quiet, env_kwargs=a.env_kwargs,
+                       min_frames=a.min_frames)
     print(f"recorded {len(paths)} episodes of {a.env} into {a.out}")
     return 0
 
@@ -176,6 +177,8 @@ def add_record_commands(sub, isub, style_names) -> None:
                          "@FILE reads it from a file (docs/episodes.md)")
     rc.add_argument("--env-kwargs", metavar="JSON", help="gym: keyword arguments of gym.make, e.g. "
                     "'{\"max_episode_steps\": 300}' (MiniWorld: its render size defaults to --size)")
+    rc.add_argument("--min-frames", type=int, default=1,
+                    help="gym: discard episodes that end sooner (the next seed is played instead)")
     rc.add_argument("--episodes", type=int, default=160)
     rc.add_argument("--frames", type=int, default=300, help="frames per episode (gym: at most)")
     rc.add_argument("--size", type=int, default=64)

@@ -339,7 +339,7 @@ def record_gym(env_or_id: str | gym.Env, root: str | os.PathLike[str], episodes:
                max_steps: int = 200, size: int = 64, seed: int = 0, policy: Policy | None = None,
                action_map: ActionMap | str | Mapping[str, Any] | None = None, style: str = "gym",
                prompts: list[str] | None = None, progress: bool = True,
-               env_kwargs: Mapping[str, Any] | str | None = None) -> list[Path]:
+               env_kwargs: Mapping[str, Any] | str | None = None, min_frames: int = 1) -> list[Path]:
     """Record ``episodes`` episodes of an environment (an id, made with
     ``render_mode="rgb_array"``; ``module:EnvId`` imports ``module`` first; or an env made that
     way) into the episodes folder ``root``. ``action_map``: a callable, or JSON text / a parsed
@@ -347,7 +347,11 @@ def record_gym(env_or_id: str | gym.Env, root: str | os.PathLike[str], episodes:
 
     Episode i is ``<env id>-seed<seed + i>`` with split from its seed. ``prompts`` are the
     style's phrasings (default: "the <env id> environment"). ``env_kwargs``: keyword arguments
-    of ``gym.make`` (a mapping or JSON text; kept in ``episodes.json``). Returns the episode paths.
+    of ``gym.make`` (a mapping or JSON text; kept in ``episodes.json``). ``min_frames``: an
+    episode that ends sooner (a maze whose goal is next to the spawn) is discarded and the next
+    seed is played instead, until ``episodes`` are kept (at most 10x as many tried): training
+    takes windows of every episode, and the world trainer cuts episodes to the shortest.
+    Returns the episode paths.
     """
     for name, value in (("episodes", episodes), ("max_steps", max_steps), ("size", size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -365,16 +369,18 @@ def record_gym(env_or_id: str | gym.Env, root: str | os.PathLike[str], episodes:
             root, styles={style: prompts or [f"the {env_id} environment"]},
             fps=float(env.metadata.get("render_fps") or 30.0), source=f"gymnasium:{env_id}",
             generator={"env_id": env_id, "gymnasium": gym.__version__, "episodes": episodes,
-                       "max_steps": max_steps, "seed": seed,
+                       "max_steps": max_steps, "seed": seed, "min_frames": min_frames,
                        "policy": getattr(policy, "__name__", type(policy).__name__),
                        "action_map": getattr(action_map, "json", None)       # --action-map's JSON
                        or getattr(action_map, "__name__", type(action_map).__name__),
                        "resize": "centre-crop to square, PIL BOX", "env_kwargs": kwargs},
             size=size)
         slug = re.sub(r"[^A-Za-z0-9_.-]", "_", env_id)
-        paths = []
-        for i in tqdm(range(episodes), desc=f"recording {env_id}", unit="ep", disable=not progress):
-            ep_seed = seed + i
+        paths: list[Path] = []
+        bar = tqdm(total=episodes, desc=f"recording {env_id}", unit="ep", disable=not progress)
+        for ep_seed in range(seed, seed + 10 * episodes):
+            if len(paths) == episodes:
+                break
             obs, _ = env.reset(seed=ep_seed)
             rng = np.random.default_rng(ep_seed)
             with recorder.begin(f"{slug}-seed{ep_seed}", seed=ep_seed) as ep:
@@ -388,7 +394,15 @@ def record_gym(env_or_id: str | gym.Env, root: str | os.PathLike[str], episodes:
                            env_action=np.asarray(env_action, np.float32).reshape(-1))
                     if terminated or truncated:
                         break
+                if ep.frames < min_frames:
+                    ep.discard()
+                    continue
             paths.append(ep.path)
+            bar.update()
+        bar.close()
+        if len(paths) < episodes:
+            raise RecordError(f"{env_id}: only {len(paths)} of {10 * episodes} episodes lasted "
+                              f"{min_frames} frames (kept); lower --min-frames")
         return paths
     finally:
         if owned:

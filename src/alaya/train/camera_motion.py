@@ -254,7 +254,7 @@ def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
                    "fov_y_degrees": float(2 * torch.rad2deg(torch.atan(0.5 / model.log_focal.exp())))}
             log.write(json.dumps(row) + "\n")
             log.flush()
-            bar.set_postfix(loss=f"{float(loss):.4f}")
+            bar.set_postfix(loss=f"{float(loss.detach()):.4f}")
     log.close()
     model.eval()
     metrics = {}
@@ -319,6 +319,7 @@ def evaluate_motion(model: CameraMotion, root: str, split: str = "test", scale_f
     out = {"split": split, "episodes": len(data.ids), "frames": int(mask.sum()),
            "model": _errors(pred, true, mask), "model_navigating": _errors(pred, true, nav),
            "constants": _errors(const, true, mask), "constants_navigating": _errors(const, true, nav),
+           "no_motion": _errors(torch.eye(4).expand_as(true), true, mask),
            "fov_y_degrees": float(2 * torch.rad2deg(torch.atan(0.5 / model.log_focal.exp()))),
            "true_fov_y_degrees": (float(2 * math.degrees(math.atan(0.5 * data.size[0] / float(data.K[1, 1]))))
                                   if data.K is not None else None)}
