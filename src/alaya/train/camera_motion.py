@@ -43,6 +43,7 @@ from alaya.models.view_warp import warp_depth
 from alaya.train.loop import TrainConfig
 
 MODES = ("auto", "poses", "frames")
+STATIC = 0.02      # auto-masking without the minimum: a pixel is static when unwarped it is this close
 
 
 @dataclass
@@ -52,8 +53,9 @@ class MotionTrainConfig:
     mode: str = "auto"
     model: CameraMotionConfig = field(default_factory=CameraMotionConfig)
     refresh: int = 25                  # steps between rollouts of the states
-    scales: int = 3                    # frames: photometric pyramid levels
+    scales: int = 5                    # frames: photometric pyramid levels (64 px: down to 4 px; fewer miss 15-degree turns)
     learn_intrinsics: bool | None = None   # None: learn the focal length when the data has no K
+    source_min: bool = False           # frames: Monodepth2's per-pixel minimum over the sources (reprojection_loss)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/camera_motion", steps=1500,
                                                                     batch_size=32, lr=3e-3))
 
@@ -129,17 +131,25 @@ def photometric_error(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def reprojection_loss(target: torch.Tensor, sources: list[torch.Tensor], to_source: list[torch.Tensor],
-                      depth: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                      depth: torch.Tensor, K: torch.Tensor, source_min: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Monodepth2's loss of ``target`` (B, 3, H, W) synthesised from each of ``sources`` by the
     OpenCV transforms ``to_source`` (B, 4, 4) and the target's ``depth`` (B, 1, H, W): the
     per-pixel minimum over the sources' errors and, auto-masking, their errors unwarped (a pixel
     the identity explains better gives no gradient); a pixel a source does not cover counts
-    there as unexplained. Returns (loss, share of pixels the warp explained best)."""
+    there as unexplained. ``source_min`` False: each source is auto-masked and averaged on its
+    own instead (every motion must explain its own frame: with random actions the minimum lets
+    a motion that fits one source's action hide the other's). Returns (loss, share of pixels the
+    warp explained best)."""
     warped, identity = [], []
     for src, T in zip(sources, to_source):
         img, cov = warp_depth(src, depth, K, T)
         warped.append(torch.where(cov > 0.5, photometric_error(img, target), torch.full_like(cov, 1e3)))
         identity.append(photometric_error(src, target) + 1e-5 * torch.randn_like(cov))
+    if not source_min:
+        cov_w = [torch.where(w < 1e3, w, torch.zeros_like(w)) for w in warped]
+        masks = [((w < 1e3) & ~((i < w) & (i < STATIC))).float() for w, i in zip(warped, identity)]
+        loss = sum((w * m).sum() / m.sum().clamp_min(1) for w, m in zip(cov_w, masks)) / len(warped)
+        return loss, torch.stack([m.mean() for m in masks]).mean()
     warped_min = torch.cat(warped, 1).min(1).values
     identity_min = torch.cat(identity, 1).min(1).values
     best = torch.minimum(warped_min, identity_min)
@@ -153,7 +163,7 @@ def _scaled_K(K: torch.Tensor, f: float) -> torch.Tensor:
 
 
 def frames_loss(model: CameraMotion, data: MotionEpisodes, states, e: torch.Tensor, t: torch.Tensor,
-                s: torch.Tensor, K: torch.Tensor, scales: int) -> tuple[torch.Tensor, dict]:
+                s: torch.Tensor, K: torch.Tensor, scales: int, source_min: bool = False) -> tuple[torch.Tensor, dict]:
     """The self-supervised loss of target frames t (2 <= ... <= length - 2) of episodes e, style s."""
     ups, prevs = states
     tw_in = model.twist(data.actions[e, t], ups[e, t], prevs[e, t])            # frame t-1 -> t
@@ -168,7 +178,8 @@ def frames_loss(model: CameraMotion, data: MotionEpisodes, states, e: torch.Tens
         imgs = [F.interpolate(x, scale_factor=f, mode="area") if level else x for x in frames]
         h, w = imgs[0].shape[-2:]
         depth = model.depth(ups[e, t + 1], h, w)[:, None]
-        loss, share = reprojection_loss(imgs[1], [imgs[0], imgs[2]], [to_prev, to_next], depth, _scaled_K(K, f))
+        loss, share = reprojection_loss(imgs[1], [imgs[0], imgs[2]], [to_prev, to_next], depth, _scaled_K(K, f),
+                                        source_min)
         total = total + loss / scales
         explained = explained + float(share) / scales
     reg = 1e-2 * model.depth_residual.pow(2).mean()
@@ -244,7 +255,7 @@ def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
         else:
             s = torch.randint(data.rgb.shape[1], (tr.batch_size,), generator=g)
             K = data.K.float() if (data.K is not None and not learn_K) else model.intrinsics(*data.size)
-            loss, info = frames_loss(model, data, states, e, t, s, K, cfg.scales)
+            loss, info = frames_loss(model, data, states, e, t, s, K, cfg.scales, cfg.source_min)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tr.grad_clip)
