@@ -52,7 +52,7 @@ def train_world_from_args(a: argparse.Namespace, train):
         still_prob=a.still_prob, one_step_t=a.one_step_t, play_context_noise=a.play_noise,
         unroll=a.unroll, unroll_batch=a.unroll_batch, unroll_weight=a.unroll_weight,
         unroll_still_prob=a.unroll_still_prob, reset_prob=a.reset_prob,
-        memory_cached_only=a.memory_cached_only, train=train))
+        memory_cached_only=a.memory_cached_only, depth_weight=a.depth_weight, gate_weight=a.gate_weight, train=train))
 
 
 def train_motion_from_args(a: argparse.Namespace, train):
@@ -273,5 +273,7 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--reset-prob", type=float, default=0.05,
                     help="world --memory: share of samples as a session's start (depth of the start frame)")
     tr.add_argument("--world-steps", type=int, default=None, help="world: sampling steps of a new model")
+    tr.add_argument("--depth-weight", type=float, default=1.0, help="world --memory: loss weight of the depth channels")
+    tr.add_argument("--gate-weight", type=float, default=0.5, help="world --memory: loss weight of the gate channels")
     tr.add_argument("--memory-cached-only", action="store_true",
                     help="world --memory: train on the episodes whose memory renders are cached, render no more")

@@ -106,6 +106,25 @@ def gate_target(memory_rgb: torch.Tensor, coverage: torch.Tensor, rgb: torch.Ten
     return ((coverage > 0.5) & close).float()
 
 
+def floor_depth(K: torch.Tensor, pitch_degrees: float, eye_height: float, H: int, W: int) -> torch.Tensor:
+    """(H, W) depth along the view axis of the floor ``eye_height`` below a camera at ``pitch_degrees``
+    (0 where the ray misses it within MAX_DEPTH): the floor-plus-far-background scene ``ground_warp``
+    assumes, exact where the floor shows and an upper bound where something stands on it."""
+    ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
+    rays = torch.linalg.inv(K.float()) @ torch.stack([xs.flatten(), ys.flatten(), torch.ones(H * W)])  # z = 1
+    R = camera_rotation(torch.zeros(1), torch.deg2rad(torch.tensor([float(pitch_degrees)])))[0]
+    down = (R.T @ rays)[2]
+    depth = torch.where(down < -1e-6, -eye_height / down.clamp(max=-1e-6), torch.zeros_like(down))
+    return torch.where(depth > MAX_DEPTH, torch.zeros_like(depth), depth).reshape(H, W)
+
+
+def clamp_to_floor(depth: torch.Tensor, floor: torch.Tensor) -> torch.Tensor:
+    """A generated depth no farther than the floor along its ray (nothing in the arena lies below
+    it), and the floor where the generation says sky but the ray meets the floor."""
+    hit = floor > 0
+    return torch.where(hit & ((depth <= 0) | (depth > floor)), floor, depth)
+
+
 def kinematic_view(pose: torch.Tensor, pitch_degrees: float, eye_height: float) -> torch.Tensor:
     """world_to_camera (4, 4), OpenGL, of the dead-reckoned pose (1, 3) [x, y, yaw] (``advance_pose``)
     at ``pitch_degrees``, the camera ``eye_height`` above the floor (world z up)."""

@@ -65,6 +65,8 @@ class SceneMemoryConfig:
     stride: int = 1                # insert every stride-th pixel each way (points grow to match)
     replace: bool = False          # a surface seen again takes the newest samples (else: first sight)
     confirm: bool = True           # add a pixel only once two frames saw it in place (not moving)
+    see_through: bool = True       # remove a point the frame sees past all around its pixel (a body
+                                   # that moved); off for generated frames, whose depth is a guess
 
     def __post_init__(self) -> None:
         for name in ("max_points", "max_footprint", "stride"):
@@ -355,7 +357,8 @@ class SceneMemory:
             far = torch.where(depth > 0, depth, torch.full_like(depth, float("inf")))
             around = -torch.nn.functional.max_pool2d(-far[None, None], 3, 1, 1).reshape(-1)
             hit = front.index >= 0
-            gone.append(front.index[hit & front.own & (front.depth < around * (1 - c.depth_tolerance))])
+            if c.see_through:
+                gone.append(front.index[hit & front.own & (front.depth < around * (1 - c.depth_tolerance))])
             gone = torch.cat(gone)
             new &= ~known
         else:

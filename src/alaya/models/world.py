@@ -85,6 +85,12 @@ class WorldModelConfig:
                                      # patch4 of 5 image channels, latent_channels 80
     memory_max_points: int = 100_000     # the session's SceneMemory: capacity and insert stride
     memory_stride: int = 1
+    memory_see_through: bool = False     # ... and whether a generated frame's depth may remove points
+                                         # (SceneMemoryConfig.see_through): off, a guess must not erase
+    memory_floor_clamp: bool = True      # a generated depth goes in no farther than the floor at eye height
+                                         # along its ray (memory_conditioning.clamp_to_floor)
+    memory_holes_only: bool = True       # a generated frame goes in only where the memory did not cover its
+                                         # view: where it covers, a depth disagreement is the guess's error
 
     def __post_init__(self):
         if self.codec not in CODECS:

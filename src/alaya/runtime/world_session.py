@@ -30,8 +30,8 @@ from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.diffusion.flow import time_grid
-from alaya.models.memory_conditioning import (decode_depth, frame_image, kinematic_view, memory_latent, to_image,
-                                              to_latent)
+from alaya.models.memory_conditioning import (clamp_to_floor, decode_depth, floor_depth, frame_image, kinematic_view,
+                                              memory_latent, to_image, to_latent)
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
@@ -139,7 +139,8 @@ class WorldSession:
         """A fresh memory holding the start frame, with its depth predicted by one standing-still
         step from an empty memory (as trained: ``reset_prob``) unless it was given."""
         c = self.model.config
-        self.memory = SceneMemory(SceneMemoryConfig(max_points=c.memory_max_points, stride=c.memory_stride))
+        self.memory = SceneMemory(SceneMemoryConfig(max_points=c.memory_max_points, stride=c.memory_stride,
+                                                    see_through=c.memory_see_through))
         self.K = pinhole(self.size, c.fov_y_degrees)
         if predict_depth:
             empty = memory_latent(torch.zeros_like(x), torch.zeros_like(x[:, :1]), torch.zeros_like(x[:, :1]))
@@ -153,14 +154,20 @@ class WorldSession:
             self.context = self.context.clone()
             self.context[:, 0] = z
             self.anchor = z
-        self._view = self.camera_view()
+        self._view, self._covered = self.camera_view(), None
         self._insert(z)
 
     def _insert(self, z: torch.Tensor) -> None:
         """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth."""
         img = to_image(z)[0]
         rgb = (img[:3].clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0)
-        self.memory.insert(rgb, decode_depth(img[3].clamp(0, 1)), self.K, self._view, time=self.frame_index)
+        depth = decode_depth(img[3].clamp(0, 1))
+        c = self.model.config
+        if c.memory_floor_clamp:
+            depth = clamp_to_floor(depth, floor_depth(self.K, self.pitch, c.eye_height, self.size, self.size))
+        if c.memory_holes_only and self._covered is not None:
+            depth = depth * (1 - self._covered)          # 0: not stored (what the memory showed, it has)
+        self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index)
 
     @torch.no_grad()
     def step_latent(self, action) -> torch.Tensor:
@@ -187,6 +194,7 @@ class WorldSession:
         if c.memory:                                    # the memory seen from frame n's camera
             self._view = self.camera_view()
             r = self.memory.render(self.K, self._view, self.size, self.size)
+            self._covered = r.coverage[0]
             anchor = memory = memory_latent(r.rgb[None], r.coverage[None], r.depth[None])
         else:
             anchor = self.model.align_anchor(self.anchor, context[:, 0], self.anchor_pose, self.anchor_pitch,

@@ -31,9 +31,13 @@ from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 PARTS = ("rgb", "coverage", "depth")
 
 
+_LATER = {"see_through": True}     # fields added after caches were made count only when not at their default
+
+
 def memory_key(config: SceneMemoryConfig) -> str:
     """A short hash of the memory's config: renders of another config are another cache."""
-    text = json.dumps(dataclasses.asdict(config), sort_keys=True)
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if _LATER.get(k, object()) != v}
+    text = json.dumps(fields, sort_keys=True)
     return "mem-" + hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
