@@ -190,3 +190,35 @@ def test_memory_training_runs_resumes_and_saves(episodes, tmp_path):
     assert [json.loads(r)["step"] for r in (run / "metrics.jsonl").read_text().splitlines()][-1] == 3
     with pytest.raises(ValueError, match="unroll"):
         train_world(WorldTrainConfig(data=str(episodes), model=TINY, unroll=4, train=cfg.train))
+
+
+def test_floor_depth_and_the_clamp():
+    from alaya.models.memory_conditioning import clamp_to_floor, floor_depth
+    from alaya.models.view_warp import pinhole
+    K = pinhole(32, 70.0)
+    floor = floor_depth(K, -30.0, 1.4, 32, 32)
+    # the ray through the image centre looks 30 degrees down: 1.4 / sin(30) m along the view axis
+    assert abs(float(floor[15:17, 15:17].mean()) - 2.8) < 0.15
+    level = floor_depth(K, 0.0, 1.4, 32, 32)
+    assert (level[:16] == 0).all() and (level[17:] > 0).all()           # looking level: the floor below the horizon
+    assert (floor[-1] < floor[20]).all()                                                   # nearer at the bottom
+    depth = torch.stack([floor[20] * 0.5, floor[20] * 2, torch.zeros(32)])
+    out = clamp_to_floor(depth, floor[20].expand(3, 32))
+    torch.testing.assert_close(out[0], floor[20] * 0.5)           # nearer than the floor: kept
+    torch.testing.assert_close(out[1], floor[20])                 # farther: the floor
+    torch.testing.assert_close(out[2], floor[20])                 # "sky" where the ray meets the floor
+    assert torch.equal(clamp_to_floor(torch.full((2,), 5.0), torch.zeros(2)), torch.full((2,), 5.0))
+
+
+def test_a_generated_frame_fills_only_the_memory_holes():
+    from alaya.data.actions import action_vector
+    from alaya.runtime.world_session import WorldSession
+    frame = np.random.default_rng(2).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    session = WorldSession(_still_model(), size=32, backend="torch")
+    session.reset(frame, depth=np.full((32, 32), 3.0, np.float32))
+    before = len(session.memory)
+    holes = 0
+    for _ in range(3):                                            # turn: a strip comes into view (and joins
+        session.step(action_vector(0.0, 0.0, 1.0, 0.0, None))    # once a second frame confirms it)
+        holes += int((session._covered == 0).sum())
+    assert 0 < holes < 3 * 32 * 32 and before < len(session.memory) <= before + holes
