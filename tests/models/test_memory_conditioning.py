@@ -222,3 +222,14 @@ def test_a_generated_frame_fills_only_the_memory_holes():
         session.step(action_vector(0.0, 0.0, 1.0, 0.0, None))    # once a second frame confirms it)
         holes += int((session._covered == 0).sum())
     assert 0 < holes < 3 * 32 * 32 and before < len(session.memory) <= before + holes
+
+
+def test_the_copied_noise_and_times_match_the_world_recipe():
+    from alaya.train import world as W
+    from alaya.train import world_memory_loss as M
+    cfg = W.WorldTrainConfig(data="unused", one_step_t=0.3)
+    ctx, valid = torch.randn(8, 3, 80, 4, 4), torch.ones(8, 3, 1, 4, 4)
+    for a, b in zip(W.add_context_noise(ctx, valid, cfg, np.random.default_rng(0)),
+                    M.add_context_noise(ctx, valid, cfg, np.random.default_rng(0))):
+        assert torch.equal(a, b)
+    assert torch.equal(W.training_times(16, cfg, np.random.default_rng(1)), M.training_times(16, cfg, np.random.default_rng(1)))

@@ -24,12 +24,33 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from alaya.diffusion.flow import interpolate, velocity_loss_weight
+from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
 from alaya.models.memory_conditioning import frame_image, gate_target, memory_latent, to_latent
 from alaya.models.student import push_context
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
 from alaya.train.world_memory import MemoryEpisodes
+
+
+def add_context_noise(ctx: torch.Tensor, valid: torch.Tensor, cfg, rng: np.random.Generator):
+    """``alaya.train.world.add_context_noise`` (copied: that module trains with this one): Gaussian
+    noise of a level ~ U(0, context_noise) on noise_prob of the contexts, the same draw in every
+    frame on shared_noise of them; returns (noisy context, level (B,))."""
+    B = ctx.shape[0]
+    level = torch.from_numpy(rng.uniform(0, cfg.context_noise, B) * (rng.random(B) < cfg.noise_prob)).float()
+    eps = torch.from_numpy(rng.standard_normal(ctx.shape)).float()
+    shared = torch.from_numpy(rng.random(B) < cfg.shared_noise).view(B, 1, 1, 1, 1)
+    eps = torch.where(shared, eps[:, :1].expand_as(eps), eps)
+    return (ctx + level.view(B, 1, 1, 1, 1) * eps) * valid, level
+
+
+def training_times(B: int, cfg, rng: np.random.Generator) -> torch.Tensor:
+    """``alaya.train.world.training_times`` (copied, as above): logit-normal, uniform_t of them
+    uniform in [0.02, 1], one_step_t of them exactly 1."""
+    t = logit_normal_t(B, torch.Generator().manual_seed(int(rng.integers(2**31))))
+    uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
+    t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
+    return with_share_at_one(t, cfg.one_step_t, rng)
 
 
 def channel_weights(cfg) -> torch.Tensor:
@@ -81,7 +102,6 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
 def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, weights: torch.Tensor, index: int,
                       batch_size: int, seed: int) -> tuple[torch.Tensor, dict]:
     """Flow matching of frame n's RGB-D and gate given the memory, as the module docstring says."""
-    from alaya.train.world import add_context_noise, training_times      # one shared recipe, no cycle at import
     rng = np.random.default_rng([seed, index])
     n_ep, _, T = data.shape
     e = rng.integers(n_ep, size=batch_size)
