@@ -18,6 +18,11 @@ rotation cannot explain (parallax, moving bodies, what comes into view). With ``
 forward or strafe step moves it too, the scene taken as a floor at eye height under a far
 background: exact for the ground, which fills the lower half of a walking view.
 
+With ``memory`` the anchor's slot takes the explicit scene memory rendered at frame n's camera
+(``alaya.models.memory_conditioning``: rgb, coverage, disparity) and the model generates RGB-D
+frames with a blend gate, starting from the memory where it covers the view (docs/world.md,
+"Memory-conditioned model").
+
 It shares the Flash student's streaming core: the network *is* a :class:`Student`, whose per-frame
 conditioning input (the G-buffer slot) takes the anchor latent, whose context slot takes the
 recent window, and whose prompt vector takes [style embedding, action rows, noise level]. So the
