@@ -142,6 +142,7 @@ class WorldSession:
         self.memory = SceneMemory(SceneMemoryConfig(max_points=c.memory_max_points, stride=c.memory_stride,
                                                     see_through=c.memory_see_through))
         self.K = pinhole(self.size, c.fov_y_degrees)
+        self._floor: tuple[float | None, torch.Tensor | None] = (None, None)
         if predict_depth:
             empty = memory_latent(torch.zeros_like(x), torch.zeros_like(x[:, :1]), torch.zeros_like(x[:, :1]))
             cond = self.model.pack(self.style, self.actions, torch.zeros(1))
@@ -164,7 +165,9 @@ class WorldSession:
         depth = decode_depth(img[3].clamp(0, 1))
         c = self.model.config
         if c.memory_floor_clamp:
-            depth = clamp_to_floor(depth, floor_depth(self.K, self.pitch, c.eye_height, self.size, self.size))
+            if self._floor[0] != self.pitch:                 # the floor's depth at this pitch, kept
+                self._floor = self.pitch, floor_depth(self.K, self.pitch, c.eye_height, self.size, self.size)
+            depth = clamp_to_floor(depth, self._floor[1])
         if c.memory_holes_only and self._covered is not None:
             depth = depth * (1 - self._covered)          # 0: not stored (what the memory showed, it has)
         self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index)
