@@ -14,6 +14,8 @@ GUIDED_DECODER_OPTIONS = (
                    "help": "guided-decoder: the student whose output latents it decodes"}),
     ("--gradient-weight", {"type": float, "default": 1.0,
                            "help": "guided-decoder: weight of the image-gradient L1 beside the pixel L1"}),
+    ("--detail-weight", {"type": float, "default": 0.0,
+                         "help": "guided-decoder: weight of the L1 between patches' detail (Laplacian) energy"}),
     ("--albedo-gain", {"action": "store_true",
                        "help": "guided-decoder: the head also outputs a per-pixel gain on the G-buffer's albedo"}),
     ("--adversarial-weight", {"type": float, "default": 0.0,
@@ -60,7 +62,7 @@ def _train(a: argparse.Namespace) -> int:
         from alaya.train.guided_decoder import GuidedDecoderTrainConfig, train_guided_decoder
         model = train_guided_decoder(GuidedDecoderTrainConfig(
             data=a.data, student=a.student, out=a.out or "weights/guided_decoder",
-            gradient_weight=a.gradient_weight, init=a.init, albedo_gain=a.albedo_gain,
+            gradient_weight=a.gradient_weight, init=a.init, albedo_gain=a.albedo_gain, detail_weight=a.detail_weight,
             adversarial_weight=a.adversarial_weight, adversarial_start=a.adversarial_start, train=train))
     elif a.what == "world":
         from alaya.cli_world import train_world_from_args

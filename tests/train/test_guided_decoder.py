@@ -6,7 +6,8 @@ import numpy as np
 import torch
 
 from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig
-from alaya.train.guided_decoder import GuidedDecoderTrainConfig, gradient_l1, train_guided_decoder
+from alaya.train.guided_decoder import (GuidedDecoderTrainConfig, detail_energy, detail_energy_l1, gradient_l1,
+                                        train_guided_decoder)
 from alaya.train.loop import TrainConfig
 
 
@@ -15,6 +16,21 @@ def test_gradient_l1_is_zero_for_a_shifted_brightness_and_sees_lost_detail():
     assert float(gradient_l1(x + 0.1, x)) < 1e-6
     flat = x.mean((2, 3), keepdim=True).expand_as(x)
     assert float(gradient_l1(flat, x)) > 0.1
+
+
+def test_detail_energy_does_not_reward_the_mean():
+    """Texture placed one pixel off costs pixel L1 more than the smooth mean does, but the
+    detail term prefers it: it asks for the reference's amount of detail, not its mean."""
+    g = torch.Generator().manual_seed(0)
+    ref = torch.rand(2, 3, 32, 32, generator=g)
+    shifted = torch.roll(ref, 1, dims=3)
+    mean = torch.nn.functional.avg_pool2d(ref, 5, 1, 2, count_include_pad=False)
+    assert float((shifted - ref).abs().mean()) > float((mean - ref).abs().mean())
+    assert float(detail_energy_l1(shifted, ref)) < 0.2 * float(detail_energy_l1(mean, ref))
+    assert float(detail_energy_l1(ref, ref)) == 0.0
+    assert detail_energy(ref).shape == (2, 1, 4, 4)
+    flat = torch.full((1, 3, 16, 16), 0.5)
+    assert float(detail_energy(flat).max()) < 2e-3
 
 
 def _cfg(data, run, out, steps):
@@ -53,6 +69,7 @@ def test_with_a_critic_and_an_init_it_resumes_exactly_and_starts_from_the_init(t
     def cfg(run, out, steps):
         c = _cfg(tiny_dataset, run, out, steps)
         c.init, c.albedo_gain, c.adversarial_weight, c.adversarial_start = str(init), True, 0.1, 1
+        c.detail_weight = 0.5
         return c
 
     run, out = tmp_path / "run", tmp_path / "out"
@@ -62,8 +79,8 @@ def test_with_a_critic_and_an_init_it_resumes_exactly_and_starts_from_the_init(t
     for a, b in zip(resumed.state_dict().values(), straight.state_dict().values()):
         assert torch.equal(a, b)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert all("critic" in r and np.isfinite(r["critic"]) for r in rows)
-    assert "val_sharpness" in rows[-1]
+    assert all("critic" in r and np.isfinite(r["critic"]) and np.isfinite(r["detail_l1"]) for r in rows)
+    assert "val_sharpness" in rows[-1] and "val_gradient_error" in rows[-1]
     loaded = GuidedDecoder.from_pretrained(out)
     assert loaded.config.albedo_gain and not any(k.startswith("critic") for k in loaded.state_dict())
     card = json.loads((out / "config.json").read_text())

@@ -15,7 +15,13 @@ blurs where the input leaves doubt). Each sample decodes two consecutive frames 
 (``camera_dropout``) sees the camera channels zeroed: a frame from an engine that sends no
 camera.
 
-Two options go beyond that (docs/flash.md has their ablation rows):
+``detail_weight`` adds ``detail_energy_l1``: the L1 between the local energy of the output's and
+the reference's luma Laplacian (its RMS over each 8x8 patch). Pixel and gradient L1 are
+minimised by the mean wherever the inputs leave the exact placement of detail in doubt (stars,
+snow grain, shadow edges), and the mean is smooth; this term asks for as much detail in each
+patch as the reference has there, wherever it lies, so it does not reward the mean.
+
+Two more options go beyond that (docs/flash.md has their ablation rows):
 
 * ``init``: start from a trained decoder's weights (``with_albedo_gain`` adds the albedo-gain
   output at zero, so the run starts exactly where that decoder is);
@@ -35,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 from tqdm import tqdm
@@ -42,7 +49,7 @@ from tqdm import tqdm
 from alaya.codecs.gbuffer import PIXEL_VIEW_CHANNELS, VIEW_INPUT_CHANNELS, decoder_guide
 from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig, with_albedo_gain
 from alaya.data.dataset import ClipDataset, read_meta
-from alaya.evaluation.metrics import sharpness_ratio
+from alaya.evaluation.metrics import gradient_error, sharpness_ratio
 from alaya.io import atomic_save_tensors
 from alaya.nn.critic import PatchCritic, PatchCriticConfig, frozen_call, hinge_critic_loss, hinge_generator_loss
 from alaya.renderers.student import StudentRenderer
@@ -61,6 +68,7 @@ class GuidedDecoderTrainConfig:
     decoder: GuidedDecoderConfig | None = None
     init: str | None = None                 # a trained guided decoder's folder to start from
     albedo_gain: bool = False               # add the albedo-gain output (to a new or the init decoder)
+    detail_weight: float = 0.0              # weight of detail_energy_l1
     adversarial_weight: float = 0.0         # 0: no critic
     adversarial_start: int = 250            # the step from which the decoder fits the critic
     critic: PatchCriticConfig | None = None
@@ -73,6 +81,22 @@ def gradient_l1(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     dx = (x[..., :, 1:] - x[..., :, :-1]) - (y[..., :, 1:] - y[..., :, :-1])
     dy = (x[..., 1:, :] - x[..., :-1, :]) - (y[..., 1:, :] - y[..., :-1, :])
     return 0.5 * (dx.abs().mean() + dy.abs().mean())
+
+
+LAPLACIAN = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]]).view(1, 1, 3, 3)
+
+
+def detail_energy(x: torch.Tensor, patch: int = 8) -> torch.Tensor:
+    """RMS of the 4-neighbour Laplacian of luma over each ``patch`` x ``patch`` block of images
+    (B, 3, H, W) -> (B, 1, H / patch, W / patch): how much fine detail each patch holds."""
+    luma = (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3])
+    lap = F.conv2d(F.pad(luma, (1, 1, 1, 1), mode="replicate"), LAPLACIAN.to(x))
+    return (F.avg_pool2d(lap ** 2, patch) + 1e-6).sqrt()
+
+
+def detail_energy_l1(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean L1 between the patches' detail energies of images ``x`` and ``y`` (B, 3, H, W)."""
+    return (detail_energy(x) - detail_energy(y)).abs().mean()
 
 
 def psnr(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -171,13 +195,15 @@ def decode_pairs(decoder: GuidedDecoder, latents: torch.Tensor, guides: torch.Te
 @torch.no_grad()
 def evaluate_guided(decoder: GuidedDecoder, clips: GuidedClips, batches: int = 8, size: int = 16) -> dict[str, float]:
     decoder = decoder_of(decoder)
-    values, sharp = [], []
+    values, sharp, grad_err = [], [], []
     for i in range(batches):
         z, g, y = batch_to(decoder, *clips.batch(size, 12345, i))
         out = decode_pairs(decoder, z, g)
         values.append(psnr(out, y))
-        sharp.append(sharpness_ratio(out.flatten(0, 1).clamp(0, 1).cpu(), y.flatten(0, 1).cpu()))
-    return {"psnr": float(np.mean(values)), "sharpness": float(np.mean(sharp))}
+        out, y = out.flatten(0, 1).clamp(0, 1).cpu(), y.flatten(0, 1).cpu()
+        sharp.append(sharpness_ratio(out, y))
+        grad_err.append(gradient_error(out, y))
+    return {"psnr": float(np.mean(values)), "sharpness": float(np.mean(sharp)), "gradient_error": float(np.mean(grad_err))}
 
 
 def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
@@ -212,6 +238,10 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
         l1 = (out - y).abs().mean()
         grad = gradient_l1(out, y)
         loss = l1 + cfg.gradient_weight * grad + extra
+        if cfg.detail_weight > 0:
+            detail = detail_energy_l1(out, y)
+            loss = loss + cfg.detail_weight * detail
+            metrics["detail_l1"] = float(detail.detach())
         return loss, {"l1": float(l1.detach()), "grad_l1": float(grad.detach()), **metrics}
 
     describe = {"guided": {k: str(v) for k, v in cfg.__dict__.items() if k != "train"}}
@@ -220,7 +250,7 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
     if trainer.dist.is_main and cfg.out:
         trained = {"steps": tc.steps, "batch_size": tc.batch_size, "data": cfg.data, "student": cfg.student,
                    "student_backend": cfg.backend, "train_clips": len(train.ids), "run_dir": tc.run_dir,
-                   "gradient_weight": cfg.gradient_weight, "init": cfg.init,
+                   "gradient_weight": cfg.gradient_weight, "detail_weight": cfg.detail_weight, "init": cfg.init,
                    "adversarial_weight": cfg.adversarial_weight, "adversarial_start": cfg.adversarial_start}
         decoder.save_pretrained(cfg.out, metrics={"val": evaluate_guided(decoder, val)}, trained=trained,
                                 dtype=torch.float16)
