@@ -100,3 +100,17 @@ def test_gl_to_cv_flips_y_and_z():
     T = twist_to_matrix(torch.tensor([0.0, 0.1, 0.0, 0.0, 0.0, 0.2]))
     cv = gl_to_cv(T)
     assert cv[2, 3] == pytest.approx(-0.2) and cv[0, 2] == pytest.approx(-T[0, 2].item())
+
+
+def test_poses_chain_the_steps_from_a_level_start():
+    from alaya.data.episodes import view_pitch_degrees
+    motion = CameraMotion(CameraMotionConfig(hidden=16))
+    with torch.no_grad():
+        motion.net[-1].bias.copy_(torch.tensor([0.0, 0.2, 0.0, 0.0, 0.0, 0.5]))   # a constant turn and step
+    P = motion.poses(np.zeros((4, 8), np.float32), pitch_degrees=-10.0)
+    assert P.shape == (4, 4, 4)
+    assert float(view_pitch_degrees(P[0].numpy())) == pytest.approx(-10.0, abs=1e-4)
+    assert torch.allclose(up_in_camera(P[0]), up_from_pitch(torch.tensor([-10.0]))[0], atol=1e-6)
+    delta, state = motion.step(np.zeros(8, np.float32), motion.initial_state(world_to_camera=P[0]))
+    assert torch.allclose(P[1], delta @ P[0], atol=1e-6)
+    assert torch.allclose(relative_motion(P)[1:], delta.expand(3, 4, 4), atol=1e-5)

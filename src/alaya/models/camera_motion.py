@@ -16,6 +16,7 @@ The API the world model calls::
         delta, state = motion.step(row, state)             # delta (4, 4): world_to_camera[t] = delta @ world_to_camera[t-1]
     K = motion.intrinsics(64, 64)                          # (3, 3): the data's K, or the learned focal length
     depth = motion.depth(state, 64, 64)                    # (64, 64) the learned depth prior, where no depth is known
+    poses = motion.poses(actions, pose0)                   # (T, 4, 4) dead-reckoned world_to_camera, for data without
 
 Conventions are the episodes' (``docs/episodes.md``): ``world_to_camera`` is an OpenGL view
 matrix (camera x right, y up, looking down -z; world z up); ``delta`` is camera t-1's
@@ -226,6 +227,28 @@ class CameraMotion(nn.Module):
             delta, state = self.step(rows[:, t], state)
             out.append(delta)
         return torch.stack(out, 1), state
+
+    @torch.no_grad()
+    def poses(self, actions, world_to_camera0=None, pitch_degrees: float | None = None) -> torch.Tensor:
+        """(T, 4, 4) world_to_camera of frames 0..T-1 dead-reckoned from their rows (T, 8) (row 0
+        is not played), from the pose ``world_to_camera0`` (default: a camera at the origin at
+        ``pitch_degrees``, level yaw): poses for data that has none."""
+        rows = torch.as_tensor(actions, dtype=torch.float32)
+        if world_to_camera0 is None:
+            p = torch.deg2rad(torch.tensor(float(pitch_degrees or 0.0)))
+            forward = torch.stack([torch.cos(p), torch.zeros(()), torch.sin(p)])     # yaw 0: along +x
+            right = torch.tensor([0.0, -1.0, 0.0])
+            up = torch.linalg.cross(right, forward)
+            P0 = torch.eye(4)
+            P0[:3, :3] = torch.stack([right, up, -forward])                         # GL rows: x, y, back
+        else:
+            P0 = torch.as_tensor(world_to_camera0, dtype=torch.float32).reshape(4, 4)
+        state = self.initial_state(world_to_camera=P0)
+        out = [P0]
+        for t in range(1, len(rows)):
+            delta, state = self.step(rows[t], state)
+            out.append(delta @ out[-1])
+        return torch.stack(out)
 
     # --- camera ---------------------------------------------------------------------------
     def intrinsics(self, H: int, W: int) -> torch.Tensor:
