@@ -10,11 +10,13 @@ when every episode has ``world_to_camera``, else frames):
 * ``frames`` (self-supervised, SfMLearner / Monodepth2): frame t is synthesised from frames t-1
   and t+1 by ``view_warp.warp_depth`` with the predicted motions of rows t and t+1 and the
   model's depth prior (floor plane + far depth x a learned coarse residual); the loss is
-  Monodepth2's photometric error 0.85 (1 - SSIM) / 2 + 0.15 L1, its per-pixel minimum over the
-  two sources and auto-masking (a pixel whose unwarped sources match it better is left out: the
-  HUD, bodies moving with the camera, standing still), at 3 scales (H, H/2, H/4; the coarse
-  ones widen the basin for large turns). States come from the model's own rollout from a level
-  camera. Where the data has no ``K`` the focal length is learned too.
+  Monodepth2's photometric error 0.85 (1 - SSIM) / 2 + 0.15 L1 with auto-masking (a pixel that
+  is unchanged unwarped, and better explained so, is left out: the HUD, bodies moving with the
+  camera, standing still), each source on its own by default (``source_min`` for Monodepth2's
+  per-pixel minimum over the two, which let one constant turn fit half of random actions), at
+  ``scales`` levels (H down to H/16: the coarse ones widen the basin for 15-degree turns).
+  States come from the model's own rollout from a level camera. Where the data has no ``K`` the
+  focal length is learned too.
 
 ``evaluate_motion`` plays each held-out episode's rows from its first recorded pose and
 measures every frame's rotation (degrees) and translation (m) against the recorded deltas, for
@@ -53,7 +55,7 @@ class MotionTrainConfig:
     mode: str = "auto"
     model: CameraMotionConfig = field(default_factory=CameraMotionConfig)
     refresh: int = 25                  # steps between rollouts of the states
-    scales: int = 5                    # frames: photometric pyramid levels (64 px: down to 4 px; fewer miss 15-degree turns)
+    scales: int = 5                    # frames: pyramid levels (64 px down to 4 px; 3 missed 15-degree turns)
     learn_intrinsics: bool | None = None   # None: learn the focal length when the data has no K
     source_min: bool = False           # frames: Monodepth2's per-pixel minimum over the sources (reprojection_loss)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/camera_motion", steps=1500,
@@ -131,8 +133,10 @@ def photometric_error(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def reprojection_loss(target: torch.Tensor, sources: list[torch.Tensor], to_source: list[torch.Tensor],
-                      depth: torch.Tensor, K: torch.Tensor, source_min: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Monodepth2's loss of ``target`` (B, 3, H, W) synthesised from each of ``sources`` by the
+                      depth: torch.Tensor, K: torch.Tensor,
+                      source_min: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Monodepth2's loss (Godard et al. 2019: eqs. 1 and 4, auto-masking) of ``target``
+    (B, 3, H, W) synthesised from each of ``sources`` by the
     OpenCV transforms ``to_source`` (B, 4, 4) and the target's ``depth`` (B, 1, H, W): the
     per-pixel minimum over the sources' errors and, auto-masking, their errors unwarped (a pixel
     the identity explains better gives no gradient); a pixel a source does not cover counts
