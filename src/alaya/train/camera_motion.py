@@ -175,7 +175,6 @@ def frames_loss(model: CameraMotion, data: MotionEpisodes, states, e: torch.Tens
     to_prev = gl_to_cv(torch.linalg.inv(twist_to_matrix(tw_in)))
     to_next = gl_to_cv(twist_to_matrix(tw_out))
     frames = [data.rgb[e, s, t + k].float() / 255 for k in (-1, 0, 1)]
-    H = frames[0].shape[-1]
     total, explained = 0.0, 0.0
     for level in range(scales):
         f = 0.5 ** level
@@ -186,8 +185,7 @@ def frames_loss(model: CameraMotion, data: MotionEpisodes, states, e: torch.Tens
                                         source_min)
         total = total + loss / scales
         explained = explained + float(share) / scales
-    reg = 1e-2 * model.depth_residual.pow(2).mean()
-    del H
+    reg = 1e-2 * model.depth_residual.pow(2).mean()      # keeps the prior's scale where the floor put it
     return total + reg, {"explained": explained}
 
 
