@@ -94,6 +94,8 @@ class WorldModelConfig:
                                          # (SceneMemoryConfig.see_through): off, a guess must not erase
     memory_floor_clamp: bool = True      # a generated depth goes in no farther than the floor at eye height
                                          # along its ray (memory_conditioning.clamp_to_floor)
+    memory_sky_depth: float = 0.0        # > 0: what a frame shows as sky goes into the memory this far away
+                                         # (a backdrop that turns with the view), else the sky is not stored
     memory_holes_only: bool = True       # a generated frame goes in only where the memory did not cover its
                                          # view: where it covers, a depth disagreement is the guess's error
 

@@ -168,6 +168,8 @@ class WorldSession:
             if self._floor[0] != self.pitch:                 # the floor's depth at this pitch, kept
                 self._floor = self.pitch, floor_depth(self.K, self.pitch, c.eye_height, self.size, self.size)
             depth = clamp_to_floor(depth, self._floor[1])
+        if c.memory_sky_depth > 0:
+            depth = torch.where(depth > 0, depth, torch.full_like(depth, c.memory_sky_depth))
         if c.memory_holes_only and self._covered is not None:
             depth = depth * (1 - self._covered)          # 0: not stored (what the memory showed, it has)
         self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index)
