@@ -233,3 +233,19 @@ def test_the_copied_noise_and_times_match_the_world_recipe():
                     M.add_context_noise(ctx, valid, cfg, np.random.default_rng(0))):
         assert torch.equal(a, b)
     assert torch.equal(W.training_times(16, cfg, np.random.default_rng(1)), M.training_times(16, cfg, np.random.default_rng(1)))
+
+
+def test_the_sky_can_go_in_as_a_far_backdrop():
+    import dataclasses
+    from alaya.runtime.world_session import WorldSession
+    frame = np.random.default_rng(3).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    depth = np.full((32, 32), 3.0, np.float32)
+    depth[:6] = 0
+    model = _still_model()
+    model.config = dataclasses.replace(model.config, memory_sky_depth=25.0)
+    session = WorldSession(model, size=32, backend="torch")
+    session.reset(frame, depth=depth)
+    assert len(session.memory) == 32 * 32                 # the sky rows too, 25 m away (its corners within max_distance)
+    for _ in range(5):
+        out = session.step(np.zeros(8, np.float32))
+    np.testing.assert_array_equal(out, frame)             # standing still: every pixel from the memory
