@@ -8,6 +8,8 @@
 #   guided_decoder/model.safetensors, config.json   the EMA weights (save_pretrained, float16)
 #   metrics.jsonl, metrics.png, burst.json          the run's log, curves and timings
 # INIT_RUN: a run folder to continue (its checkpoints resume exactly; carry it).
+# INIT: a decoder folder to start from (default the shipped one); DETAIL: the detail term's weight.
+# The decoder has the albedo gain (docs/flash.md, "Detail").
 # Locally (a dry run of the logic on the CPU):
 #   OUT=/tmp/burst PY=.venv/bin/python SKIP_WHEELS=1 DEVICE=cpu TINY=1 bash scripts/device/guided_burst.sh
 set -euo pipefail
@@ -18,6 +20,8 @@ BUDGET_S=${BUDGET_S:-540}
 PROBE=${PROBE:-200}
 BATCH=${BATCH:-64}
 LR=${LR:-2e-3}
+INIT=${INIT-weights/guided_decoder}
+DETAIL=${DETAIL:-1.0}
 CLIPS=${CLIPS:-720}
 WORKERS=${WORKERS:-14}
 DEVICE=${DEVICE:-cuda}
@@ -32,7 +36,8 @@ $PY -m alaya.cli datagen --out "$DATA" --clips "$CLIPS" --frames 16 --size 128 -
 t_data=$(date +%s)
 train() {
     $PY -m alaya.cli train guided-decoder --data "$DATA" --run-dir "$RUN" --out "$OUT/guided_decoder" \
-        --steps "$1" --batch-size "$BATCH" --lr "$LR" --ema 0.999 --val-every 500 --ckpt-every 500 --device "$DEVICE"
+        --steps "$1" --batch-size "$BATCH" --lr "$LR" --ema 0.999 --val-every 500 --ckpt-every 500 --device "$DEVICE" \
+        --albedo-gain --detail-weight "$DETAIL" ${INIT:+--init "$INIT"}
 }
 train "$PROBE"                   # also computes the student's latents
 t_probe=$(date +%s)
