@@ -12,6 +12,15 @@ from alaya.cli_common import print_metrics
 from alaya.paths import default_weights
 
 
+def _print_tail(skipped: str | None, report) -> int:
+    """An evaluation's last lines: what it skipped (if anything) and where its report went."""
+    if skipped:
+        print(skipped)
+    if report:
+        print(f"report: {report}")
+    return 0
+
+
 def _record(a: argparse.Namespace) -> int:
     if a.source == "game":
         from alaya.engine.game import GameConfig
@@ -103,11 +112,9 @@ def _eval_world_live(a: argparse.Namespace) -> int:
                         "still_hf_ratio_max", "walk_back_return_psnr", "psnr_mean", "fps"), width=30)
     for name, s in out["scripts"].items():
         print(f"{name:10s} sharpness per window {' '.join(f'{r:.3f}' for r in s['sharpness_windows'])}")
-    if out["skipped_actions"] or out["skipped_scripts"]:
-        print(f"skipped: actions {out['skipped_actions']}, scripts {out['skipped_scripts']}")
-    if a.report:
-        print(f"report: {a.report}")
-    return 0
+    skipped = out["skipped_actions"] or out["skipped_scripts"]
+    return _print_tail(f"skipped: actions {out['skipped_actions']}, scripts {out['skipped_scripts']}" if skipped
+                       else None, a.report)
 
 
 def _eval_world(a: argparse.Namespace) -> int:
@@ -155,10 +162,9 @@ def _eval_world(a: argparse.Namespace) -> int:
                   "still_sharpness_ratio"):
             if isinstance(out.get(k), (int, float)):
                 print(f"{k:30s} {out[k]:.4f}")
-        if out["rollout_columns_fitted"] or out["skipped"]:
-            print(f"fitted to the data's actions: {out['rollout_columns_fitted']}; skipped: {out['skipped']}")
-        if a.report:
-            print(f"report: {Path(a.report) / 'report.md'}")
+        fitted = out["rollout_columns_fitted"] or out["skipped"]
+        return _print_tail(f"fitted to the data's actions: {out['rollout_columns_fitted']}; skipped: {out['skipped']}"
+                           if fitted else None, a.report and Path(a.report) / "report.md")
     return 0
 
 
