@@ -22,12 +22,7 @@ SIZE, PX = 32, 2
 TURN, PITCH = 2, 3
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def texture(rng) -> np.ndarray:

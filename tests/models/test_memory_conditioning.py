@@ -16,12 +16,7 @@ TINY = WorldModelConfig(memory=True, latent_channels=80, widths=(16, 32), emb_di
                         view_warp=True, ground_warp=True, memory_max_points=5000)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_depth_encoding_round_trips_and_keeps_the_sky_empty():
