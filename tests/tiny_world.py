@@ -42,3 +42,12 @@ def tiny_world_folder(folder, starts: int = 3) -> Path:
                         np.full((SIZE, SIZE), 60.0 * i)], -1)
         Image.fromarray(rgb.astype(np.uint8)).save(folder / "starts" / f"{i:03d}.png")
     return folder
+
+
+def record_tiny_episodes(root, episodes: int, frames: int = 8, size: int = 32) -> Path:
+    """``episodes`` short game recordings (scripted players) in ``root``, for training tests."""
+    from alaya.engine.game import GameConfig
+    from alaya.engine.gameplay import GameplayConfig, record_gameplay
+    record_gameplay(root, GameplayConfig(episodes=episodes, frames=frames, game=GameConfig(size=size, warmup_frames=10)),
+                    progress=False)
+    return Path(root)

@@ -146,12 +146,8 @@ def test_session_memory_is_bounded_and_the_start_depth_is_predicted_or_checked()
 
 @pytest.fixture(scope="module")
 def episodes(tmp_path_factory):
-    from alaya.engine.game import GameConfig
-    from alaya.engine.gameplay import GameplayConfig, record_gameplay
-    root = tmp_path_factory.mktemp("episodes")
-    record_gameplay(root, GameplayConfig(episodes=6, frames=8, game=GameConfig(size=32, warmup_frames=10)),
-                    progress=False)
-    return root
+    from tiny_world import record_tiny_episodes
+    return record_tiny_episodes(tmp_path_factory.mktemp("episodes"), episodes=6)
 
 
 def test_rolling_renders_hold_only_earlier_frames(episodes):

@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from alaya.engine.game import GameConfig
-from alaya.engine.gameplay import GameplayConfig, record_gameplay
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.codecs.patch import PatchCodec
 from alaya.train.loop import TrainConfig
 from alaya.train.world import (ErrorBank, LatentEpisodes, WorldTrainConfig, add_context_noise, draw_batch,
                                train_world, training_times, world_loss)
+from tiny_world import record_tiny_episodes
 
 TINY = WorldModelConfig(widths=(16, 32), emb_dim=32)
 
@@ -68,10 +67,7 @@ def test_config_checks_the_codec():
 
 @pytest.fixture(scope="module")
 def episodes(tmp_path_factory):
-    root = tmp_path_factory.mktemp("episodes")
-    record_gameplay(root, GameplayConfig(episodes=12, frames=8, game=GameConfig(size=32, warmup_frames=10)),
-                    progress=False)
-    return root
+    return record_tiny_episodes(tmp_path_factory.mktemp("episodes"), episodes=12)
 
 
 def test_batches_respect_causality_and_episode_starts(episodes, encoder):
