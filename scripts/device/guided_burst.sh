@@ -8,8 +8,9 @@
 #   guided_decoder/model.safetensors, config.json   the EMA weights (save_pretrained, float16)
 #   metrics.jsonl, metrics.png, burst.json          the run's log, curves and timings
 # INIT_RUN: a run folder to continue (its checkpoints resume exactly; carry it).
-# INIT: a decoder folder to start from (default the shipped one); DETAIL: the detail term's weight.
-# The decoder has the albedo gain (docs/flash.md, "Detail").
+# INIT: a decoder folder to start from (default the shipped one); DETAIL and DETAIL_LOSS: the detail
+# term's weight and kind; FULL_RES_BLOCKS: residual blocks at full resolution. The decoder has the
+# albedo gain and the sky gain (docs/flash.md, "Detail" and "Stars, surface breaks").
 # Locally (a dry run of the logic on the CPU):
 #   OUT=/tmp/burst PY=.venv/bin/python SKIP_WHEELS=1 DEVICE=cpu TINY=1 bash scripts/device/guided_burst.sh
 set -euo pipefail
@@ -21,7 +22,9 @@ PROBE=${PROBE:-200}
 BATCH=${BATCH:-64}
 LR=${LR:-2e-3}
 INIT=${INIT-weights/guided_decoder}
-DETAIL=${DETAIL:-1.0}
+DETAIL=${DETAIL:-0.15}
+DETAIL_LOSS=${DETAIL_LOSS:-relative_power}
+FULL_RES_BLOCKS=${FULL_RES_BLOCKS:-1}
 CLIPS=${CLIPS:-720}
 WORKERS=${WORKERS:-14}
 DEVICE=${DEVICE:-cuda}
@@ -37,7 +40,8 @@ t_data=$(date +%s)
 train() {
     $PY -m alaya.cli train guided-decoder --data "$DATA" --run-dir "$RUN" --out "$OUT/guided_decoder" \
         --steps "$1" --batch-size "$BATCH" --lr "$LR" --ema 0.999 --val-every 500 --ckpt-every 500 --device "$DEVICE" \
-        --albedo-gain --detail-weight "$DETAIL" ${INIT:+--init "$INIT"}
+        --albedo-gain --sky-gain --full-res-blocks "$FULL_RES_BLOCKS" --detail-weight "$DETAIL" \
+        --detail-loss "$DETAIL_LOSS" ${INIT:+--init "$INIT"}
 }
 train "$PROBE"                   # also computes the student's latents
 t_probe=$(date +%s)

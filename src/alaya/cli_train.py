@@ -16,8 +16,15 @@ GUIDED_DECODER_OPTIONS = (
                            "help": "guided-decoder: weight of the image-gradient L1 beside the pixel L1"}),
     ("--detail-weight", {"type": float, "default": 0.0,
                          "help": "guided-decoder: weight of the L1 between patches' detail (Laplacian) energy"}),
+    ("--detail-loss", {"choices": ["energy", "relative_power"], "default": "energy",
+                       "help": "guided-decoder: the detail term: L1 of the patches' Laplacian energies, or of their "
+                               "squares over the frame's total"}),
     ("--albedo-gain", {"action": "store_true",
                        "help": "guided-decoder: the head also outputs a per-pixel gain on the G-buffer's albedo"}),
+    ("--full-res-blocks", {"type": int, "default": None,
+                           "help": "guided-decoder: residual blocks at full resolution (added at zero to --init's)"}),
+    ("--sky-gain", {"action": "store_true",
+                    "help": "guided-decoder: the head also outputs a colour for the sky's stars (the guide's star channel)"}),
     ("--adversarial-weight", {"type": float, "default": 0.0,
                               "help": "guided-decoder: weight of a conditional patch critic's hinge loss (0: none)"}),
     ("--adversarial-start", {"type": int, "default": 250,
@@ -62,7 +69,8 @@ def _train(a: argparse.Namespace) -> int:
         from alaya.train.guided_decoder import GuidedDecoderTrainConfig, train_guided_decoder
         model = train_guided_decoder(GuidedDecoderTrainConfig(
             data=a.data, student=a.student, out=a.out or "weights/guided_decoder",
-            gradient_weight=a.gradient_weight, init=a.init, albedo_gain=a.albedo_gain, detail_weight=a.detail_weight,
+            gradient_weight=a.gradient_weight, init=a.init, albedo_gain=a.albedo_gain, sky_gain=a.sky_gain, full_res_blocks=a.full_res_blocks,
+            detail_weight=a.detail_weight, detail_loss=a.detail_loss,
             adversarial_weight=a.adversarial_weight, adversarial_start=a.adversarial_start, train=train))
     elif a.what == "world":
         from alaya.cli_world import train_world_from_args

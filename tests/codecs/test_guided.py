@@ -3,12 +3,13 @@
 import pytest
 import torch
 
-from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig, with_albedo_gain
+from alaya.codecs.gbuffer import GUIDE_CHANNELS, STAR_CHANNEL
+from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig, extended, with_albedo_gain
 
 
 def _inputs(B=2, h=4, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(B, 32, h, h, generator=g), torch.rand(B, 20, 8 * h, 8 * h, generator=g)
+    return torch.randn(B, 32, h, h, generator=g), torch.rand(B, GUIDE_CHANNELS, 8 * h, 8 * h, generator=g)
 
 
 def test_shapes_state_and_range():
@@ -60,7 +61,7 @@ def test_guide_detail_reaches_the_output_after_a_little_training():
     """Target: the guide's albedo at pixel resolution; the latents carry only its 8x8 mean. The
     decoder learns the pixel detail a latent-only decoder cannot have."""
     torch.manual_seed(0)
-    dec = GuidedDecoder(GuidedDecoderConfig(widths=(8, 8, 16, 16), temporal=False))
+    dec = GuidedDecoder(GuidedDecoderConfig(widths=(8, 8, 16, 16), temporal=False, guide_channels=20))
     opt = torch.optim.Adam(dec.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(1)
 
@@ -105,7 +106,7 @@ def test_albedo_gain_starts_exact_and_carries_the_albedo_per_pixel(tmp_path):
     z, guide = _inputs(B=1)
     gained = with_albedo_gain(dec).eval()
     assert gained.config.albedo_gain and not dec.config.albedo_gain
-    assert torch.equal(dec(z, None, guide)[0], gained(z, None, guide)[0])
+    assert torch.allclose(dec(z, None, guide)[0], gained(z, None, guide)[0], atol=1e-6, rtol=0)   # float rounding of a wider conv
     last = gained.head[-1]
     with torch.no_grad():
         last.weight[3:] = 0
@@ -121,3 +122,34 @@ def test_albedo_gain_starts_exact_and_carries_the_albedo_per_pixel(tmp_path):
     back = GuidedDecoder.from_pretrained(tmp_path / "g").eval()
     gained.eval()
     assert back.config.albedo_gain and torch.equal(back(z, None, guide)[0], gained(z, None, guide)[0])
+
+
+def test_extended_decodes_exactly_then_reads_the_stars_and_an_old_decoder_reads_the_prefix(tmp_path):
+    """A decoder trained on the 20-channel guide, extended to the full guide, one more full-resolution
+    block and the sky gain, decodes bit for bit as before; its sky gain puts its colour exactly on
+    the star pixels; and the old decoder takes the full guide, reading its first 20 channels."""
+    torch.manual_seed(0)
+    old = GuidedDecoder(GuidedDecoderConfig(widths=(8, 8, 16, 16), guide_channels=20, albedo_gain=True)).eval()
+    for p in old.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    z, guide = _inputs(B=1)
+    guide[:, STAR_CHANNEL] = 0
+    guide[0, STAR_CHANNEL, 3, 9] = 1.0                   # one star
+    new = extended(old, sky_gain=True, guide_channels=GUIDE_CHANNELS, full_res_blocks=1).eval()
+    assert new.config.sky_gain and new.config.full_res_blocks == 1 and new.config.guide_channels == GUIDE_CHANNELS
+    assert torch.allclose(old(z, None, guide)[0], new(z, None, guide)[0], atol=1e-6, rtol=0)
+    assert torch.equal(old(z, None, guide)[0], old(z, None, guide[:, :20])[0])
+    with pytest.raises(ValueError, match="drops"):
+        extended(new, sky_gain=False)
+    with pytest.raises(ValueError, match="star"):
+        extended(GuidedDecoder(GuidedDecoderConfig(guide_channels=20)), sky_gain=True)
+    with torch.no_grad():
+        new.head[-1].bias[-3:] = torch.tensor([0.1, 0.2, 0.3])
+        new.train()
+        diff = new(z, None, guide)[0] - old.train()(z, None, guide)[0]
+    assert torch.allclose(diff[0, :, 3, 9], torch.tensor([0.1, 0.2, 0.3]), atol=1e-6)
+    diff[0, :, 3, 9] = 0
+    assert float(diff.abs().max()) < 1e-6
+    new.save_pretrained(tmp_path / "n")
+    back = GuidedDecoder.from_pretrained(tmp_path / "n")
+    assert back.config == new.config

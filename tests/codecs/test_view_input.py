@@ -117,7 +117,8 @@ def test_decoder_guide_positions_follow_static_surfaces_and_vanish_without_a_cam
     import numpy as np
     import torch
 
-    from alaya.codecs.gbuffer import GUIDE_CHANNELS, PIXEL_VIEW_CHANNELS, VIEW_INPUT_CHANNELS, decoder_guide
+    from alaya.codecs.gbuffer import (CAMERA_GUIDE_CHANNELS, GUIDE_CHANNELS, PIXEL_VIEW_CHANNELS, POSITION_CHANNELS,
+                                      VIEW_INPUT_CHANNELS, decoder_guide)
     from alaya.data.dataset import ClipDataset
 
     ds = ClipDataset(tiny_dataset)
@@ -125,7 +126,7 @@ def test_decoder_guide_positions_follow_static_surfaces_and_vanish_without_a_cam
     guide = decoder_guide(clip)
     T, _, H, W = guide.shape
     assert guide.shape[1] == GUIDE_CHANNELS
-    pos = guide[:, PIXEL_VIEW_CHANNELS:]
+    pos = guide[:, POSITION_CHANNELS]
     assert float(pos[torch.from_numpy(clip["mask"] == 0)[:, None].expand_as(pos)].abs().max()) == 0
     ys, xs = np.nonzero(clip["mask"][1])
     errors = []
@@ -136,5 +137,54 @@ def test_decoder_guide_positions_follow_static_surfaces_and_vanish_without_a_cam
             errors.append(float((pos[1, :, y, x] - pos[0, :, sy, sx]).abs().max()))
     assert errors and np.median(errors) < 0.05          # under half a metre (a pixel's footprint)
     blind = decoder_guide({k: v for k, v in clip.items() if k not in ("K", "world_to_camera")})
-    assert float(blind[:, :VIEW_INPUT_CHANNELS].abs().max()) == 0 and float(blind[:, PIXEL_VIEW_CHANNELS:].abs().max()) == 0
+    assert float(blind[:, :VIEW_INPUT_CHANNELS].abs().max()) == 0 and float(blind[:, CAMERA_GUIDE_CHANNELS].abs().max()) == 0
     assert torch.equal(blind[:, VIEW_INPUT_CHANNELS:PIXEL_VIEW_CHANNELS], guide[:, VIEW_INPUT_CHANNELS:PIXEL_VIEW_CHANNELS])
+    assert torch.equal(blind[:, CAMERA_GUIDE_CHANNELS.stop:], guide[:, CAMERA_GUIDE_CHANNELS.stop:])   # the breaks need no camera
+
+
+def test_sky_stars_are_where_the_reference_draws_its_stars(styles128_dataset):
+    """The guide's star channel is the world's star field: in the moonlit reference frames nearly
+    every pixel it marks is a bright point against its sky neighbours, it marks nothing on
+    geometry, and clear noon (the same sky, no stars shown) has no bright points there."""
+    import torch
+
+    from alaya.codecs.gbuffer import STAR_CHANNEL, decoder_guide
+    from alaya.data.dataset import ClipDataset
+
+    ds = ClipDataset(styles128_dataset)
+    marked = hits = 0
+    for cid in ds.ids("train") + ds.ids("val") + ds.ids("test"):
+        clip = ds.load(cid)
+        styles = [str(s) for s in clip["styles"]]
+        stars = decoder_guide(clip)[:, STAR_CHANNEL] > 0.5
+        assert not stars[torch.from_numpy(clip["mask"] > 0)].any()
+        luma = torch.from_numpy(clip["rgb"][styles.index("moonlit_night")]).float().mean(-1)
+        around = torch.nn.functional.avg_pool2d(luma[:, None], 3, 1, 1, count_include_pad=False)[:, 0]
+        bright = luma - around > 10
+        marked += int(stars.sum())
+        hits += int((stars & bright).sum())
+        noon = torch.from_numpy(clip["rgb"][styles.index("clear_noon")]).float().mean(-1)
+        noon_around = torch.nn.functional.avg_pool2d(noon[:, None], 3, 1, 1, count_include_pad=False)[:, 0]
+        assert int((stars & (noon - noon_around > 10)).sum()) <= 0.05 * max(int(stars.sum()), 1)
+    assert marked > 20 and hits >= 0.85 * marked
+
+
+def test_surface_breaks_mark_silhouettes_and_creases_one_pixel_wide():
+    import torch
+
+    from alaya.codecs.gbuffer import surface_breaks
+
+    depth = torch.full((1, 8, 8), 2.0)
+    depth[:, :, 5:] = 6.0                               # a depth step between columns 4 and 5
+    depth[:, 0, :] = 0.0                                # the top row is sky
+    normal = torch.zeros(1, 3, 8, 8)
+    normal[:, 2] = 1.0
+    normal[:, :, 4:, :] = torch.tensor([0.0, 1.0, 0.0])[:, None, None]   # a crease between rows 3 and 4
+    normal[:, :, 0] = 0.0
+    b = surface_breaks(depth, normal)
+    sil, crease = b[0, 0], b[0, 1]
+    assert float(sil[2:, 4].min()) > 0.99 and float(sil[2:, 5].min()) > 0.99        # both sides of the step
+    assert float(sil[2:, :3].max()) == 0 and float(sil[2:, 6:].max()) == 0
+    assert float(sil[0].min()) == 1 and float(sil[1].min()) == 1                   # sky meets geometry
+    assert float(crease[3:5, 1:].min()) == 0.5 and float(crease[5:, :].max()) == 0 and float(crease[0].max()) == 0
+    assert b.min() >= 0 and b.max() <= 1

@@ -5,9 +5,10 @@ import json
 import numpy as np
 import torch
 
+from alaya.codecs.gbuffer import GUIDE_CHANNELS
 from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig
-from alaya.train.guided_decoder import (GuidedDecoderTrainConfig, detail_energy, detail_energy_l1, gradient_l1,
-                                        train_guided_decoder)
+from alaya.train.guided_decoder import (GuidedDecoderTrainConfig, detail_energy, detail_energy_l1,
+                                        detail_power_l1, gradient_l1, train_guided_decoder)
 from alaya.train.loop import TrainConfig
 
 
@@ -31,6 +32,25 @@ def test_detail_energy_does_not_reward_the_mean():
     assert detail_energy(ref).shape == (2, 1, 4, 4)
     flat = torch.full((1, 3, 16, 16), 0.5)
     assert float(detail_energy(flat).max()) < 2e-3
+
+
+def test_detail_power_weighs_a_dim_frame_as_a_bright_one():
+    """Half the reference's detail costs the same at a tenth of the contrast (a foggy or night
+    frame), where the energy L1 shrinks tenfold; it still prefers texture one pixel off to the
+    mean, is zero for the reference itself, and flat frames cost nothing."""
+    g = torch.Generator().manual_seed(0)
+    ref = 0.5 + 0.4 * (torch.rand(2, 3, 32, 32, generator=g) - 0.5)
+    half = 0.5 + 0.5 * (ref - 0.5)
+    dim_ref, dim_half = 0.5 + 0.1 * (ref - 0.5), 0.5 + 0.1 * (half - 0.5)
+    bright, dim = float(detail_power_l1(half, ref)), float(detail_power_l1(dim_half, dim_ref))
+    assert abs(bright - dim) < 0.1 * bright and bright > 0.5
+    assert float(detail_energy_l1(dim_half, dim_ref)) < 0.2 * float(detail_energy_l1(half, ref))
+    shifted = torch.roll(ref, 1, dims=3)
+    mean = torch.nn.functional.avg_pool2d(ref, 5, 1, 2, count_include_pad=False)
+    assert float(detail_power_l1(shifted, ref)) < 0.2 * float(detail_power_l1(mean, ref))
+    assert float(detail_power_l1(ref, ref)) == 0.0
+    flat = torch.full((1, 3, 16, 16), 0.5)
+    assert float(detail_power_l1(flat, flat + 0.1)) == 0.0
 
 
 def _cfg(data, run, out, steps):
@@ -63,13 +83,13 @@ def test_with_a_critic_and_an_init_it_resumes_exactly_and_starts_from_the_init(t
     and what is saved is the decoder alone."""
     init = tmp_path / "init"
     torch.manual_seed(3)
-    start = GuidedDecoder(GuidedDecoderConfig(widths=(4, 4, 8, 8)))
+    start = GuidedDecoder(GuidedDecoderConfig(widths=(4, 4, 8, 8), guide_channels=20))     # an older guide
     start.save_pretrained(init)
 
     def cfg(run, out, steps):
         c = _cfg(tiny_dataset, run, out, steps)
         c.init, c.albedo_gain, c.adversarial_weight, c.adversarial_start = str(init), True, 0.1, 1
-        c.detail_weight = 0.5
+        c.detail_weight, c.detail_loss, c.sky_gain, c.full_res_blocks = 0.5, "relative_power", True, 1
         return c
 
     run, out = tmp_path / "run", tmp_path / "out"
@@ -82,11 +102,12 @@ def test_with_a_critic_and_an_init_it_resumes_exactly_and_starts_from_the_init(t
     assert all("critic" in r and np.isfinite(r["critic"]) and np.isfinite(r["detail_l1"]) for r in rows)
     assert "val_sharpness" in rows[-1] and "val_gradient_error" in rows[-1]
     loaded = GuidedDecoder.from_pretrained(out)
-    assert loaded.config.albedo_gain and not any(k.startswith("critic") for k in loaded.state_dict())
+    assert loaded.config.albedo_gain and loaded.config.sky_gain and loaded.config.full_res_blocks == 1
+    assert loaded.config.guide_channels == GUIDE_CHANNELS and not any(k.startswith("critic") for k in loaded.state_dict())
     card = json.loads((out / "config.json").read_text())
     assert card["trained"]["init"] == str(init) and card["trained"]["adversarial_weight"] == 0.1
     fresh = train_guided_decoder(cfg(tmp_path / "run3", tmp_path / "out3", 0))   # no step: the init itself
     z = torch.randn(1, 32, 2, 2)
-    g = torch.rand(1, 20, 16, 16)
+    g = torch.rand(1, GUIDE_CHANNELS, 16, 16)
     start.eval()
     assert torch.allclose(fresh(z, None, g)[0], start(z, None, g)[0], atol=1e-6)

@@ -241,9 +241,15 @@ def model_view_input(gbuffer: Mapping, channels: int, K=None, world_to_camera=No
 
 
 # The guided decoder's full-resolution input (``decoder_guide``): ``model_view_input`` with the
-# raw G-buffer, then the world-space position of each pixel's surface.
-GUIDE_CHANNELS = PIXEL_VIEW_CHANNELS + 3     # 20
+# raw G-buffer, then the world-space position of each pixel's surface, the sky's stars and the
+# surface breaks. Channels are only ever appended, so a decoder trained on fewer reads a prefix.
+POSITION_CHANNELS = slice(PIXEL_VIEW_CHANNELS, PIXEL_VIEW_CHANNELS + 3)    # 17..19, camera needed
+STAR_CHANNEL = PIXEL_VIEW_CHANNELS + 3                                    # 20, camera needed
+BREAK_CHANNELS = slice(STAR_CHANNEL + 1, STAR_CHANNEL + 3)               # 21..22
+GUIDE_CHANNELS = STAR_CHANNEL + 3            # 23
+CAMERA_GUIDE_CHANNELS = slice(PIXEL_VIEW_CHANNELS, STAR_CHANNEL + 1)     # after the view: zero without a camera
 POSITION_SCALE = 0.1                         # world positions in units of 10 m
+WORLD_RAY = slice(3, 6)                      # the world-space view ray in ``view_input``
 
 
 def world_position(depth: torch.Tensor, xy: torch.Tensor, world_to_camera: torch.Tensor) -> torch.Tensor:
@@ -260,18 +266,76 @@ def world_position(depth: torch.Tensor, xy: torch.Tensor, world_to_camera: torch
 
 def decoder_guide(gbuffer: Mapping, K=None, world_to_camera=None) -> torch.Tensor:
     """The guided decoder's input (N, ``GUIDE_CHANNELS``, H, W) for clip-contract G-buffer arrays
-    (leading dims flattened): the camera's view channels, the raw G-buffer and the world-space
-    position. The camera comes from ``K`` and ``world_to_camera`` or the keys of those names; without
-    one, its channels (view and position) are zero: the camera unknown."""
+    (leading dims flattened): the camera's view channels, the raw G-buffer, the world-space
+    position, the sky's stars (``sky_stars``) and the surface breaks (``surface_breaks``). The
+    camera comes from ``K`` and ``world_to_camera`` or the keys of those names; without one, its
+    channels (view, position and stars) are zero: the camera unknown."""
     K = gbuffer.get("K") if K is None else K
     world_to_camera = gbuffer.get("world_to_camera") if world_to_camera is None else world_to_camera
     view = model_view_input(gbuffer, PIXEL_VIEW_CHANNELS, K, world_to_camera)
     H, W = view.shape[-2:]
-    if K is None or world_to_camera is None:
-        return torch.cat([view, torch.zeros(len(view), 3, H, W)], 1)
     depth = as_tensor(gbuffer["depth"]).float().reshape(-1, H, W)
+    breaks = surface_breaks(depth, view[:, VIEW_INPUT_CHANNELS + 3:VIEW_INPUT_CHANNELS + 6])
+    if K is None or world_to_camera is None:
+        return torch.cat([view, torch.zeros(len(view), 4, H, W), breaks], 1)
     xy = camera_inputs(K, world_to_camera, H, W)[2]
     w2c = as_tensor(world_to_camera).float().reshape(-1, 4, 4)
     if not torch.isfinite(w2c).all():
         raise ValueError("world_to_camera contains NaN or infinite values")
-    return torch.cat([view, world_position(depth, xy, w2c)], 1)
+    return torch.cat([view, world_position(depth, xy, w2c), sky_stars(view[:, WORLD_RAY], depth), breaks], 1)
+
+
+STAR_CELLS = 180.0        # the star field's cells per unit of direction
+STAR_SHARE = 0.004        # the share of cells that hold a star
+
+
+def sky_stars(world_ray: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
+    """The world's star field where a pixel sees the sky: (N, 1, H, W) in [0, 1], for the unit
+    world-space view ray (N, 3, H, W; z up) and linear ``depth`` (N, H, W; 0 = sky).
+
+    The sky is part of the world the engine owns, as the albedo of its surfaces is: our engine's
+    sky holds a star in a fixed 0.4% of the direction cells (``STAR_CELLS`` per unit of the ray),
+    faded out towards the horizon. The same hash draws them in the reference renderer
+    (``engine/glsl/lighting.frag``, ``sky``), so this is the sky's texture; the style decides how
+    much of it shows (all at night, nothing at noon), as the lighting decides how much of an
+    albedo shows. Zero on geometry and below the horizon."""
+    q = torch.floor(world_ray.float() * STAR_CELLS)
+    p = q * 0.1031
+    p = p - torch.floor(p)
+    p = p + (p * (p.flip(1) + 31.32)).sum(1, keepdim=True)      # dot(p, p.zyx + 31.32)
+    h = (p[:, 0:1] + p[:, 1:2]) * p[:, 2:3]
+    h = h - torch.floor(h)
+    up = world_ray[:, 2:3].float()
+    fade = (up / 0.2).clamp(0, 1)
+    fade = fade * fade * (3 - 2 * fade)                          # smoothstep(0, 0.2, up)
+    sky = (depth[:, None] <= 0) & (up > 0)
+    return torch.where(sky & (h >= 1 - STAR_SHARE), fade, torch.zeros_like(fade))
+
+
+def surface_breaks(depth: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
+    """Where the surface breaks between a pixel and its four neighbours: (N, 2, H, W) in [0, 1],
+    for linear ``depth`` (N, H, W; 0 = sky) and camera-space unit ``normal`` (N, 3, H, W).
+
+    Channel 0, silhouettes: the largest relative depth jump, ``tanh(10 |d' - d| / max(d, 0.1))``,
+    1 where geometry meets sky. Channel 1, creases: the largest ``(1 - n . n') / 2`` between
+    geometry pixels. One-pixel-wide features that 3x3 convolutions at full resolution read
+    directly (outlines, rims, anti-aliased edges) instead of inferring them from the depth and
+    normal values; any engine's G-buffer gives them."""
+    d = depth.float()[:, None]
+    n = normal.float()
+    dp = torch.nn.functional.pad(d, (1, 1, 1, 1), mode="replicate")
+    np_ = torch.nn.functional.pad(n, (1, 1, 1, 1), mode="replicate")
+    H, W = d.shape[-2:]
+    silhouette = torch.zeros_like(d)
+    crease = torch.zeros_like(d)
+    hit = d > 0
+    for dy, dx in ((1, 2), (1, 0), (2, 1), (0, 1)):
+        dq = dp[..., dy:dy + H, dx:dx + W]
+        nq = np_[..., dy:dy + H, dx:dx + W]
+        hit_q = dq > 0
+        jump = torch.tanh(10 * (dq - d).abs() / d.clamp(min=0.1))
+        jump = torch.where(hit & hit_q, jump, (hit != hit_q).float())
+        silhouette = torch.maximum(silhouette, jump)
+        bend = ((1 - (n * nq).sum(1, keepdim=True)) * 0.5).clamp(0, 1)
+        crease = torch.maximum(crease, torch.where(hit & hit_q, bend, torch.zeros_like(bend)))
+    return torch.cat([silhouette, crease], 1)

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from alaya.codecs.gbuffer import GUIDE_CHANNELS, VIEW_INPUT_CHANNELS
+from alaya.codecs.gbuffer import GUIDE_CHANNELS, STAR_CHANNEL, VIEW_INPUT_CHANNELS
 from alaya.codecs.tiny import TinyDecoder, with_memory
 from alaya.nn.blocks import check_image, conv
 from alaya.nn.pretrained import from_pretrained, read_config, save_pretrained
@@ -55,6 +55,12 @@ class GuidedDecoderConfig:
     widths: tuple[int, ...] = (16, 24, 32, 48)     # at 1, 1/2, 1/4, 1/8 resolution
     temporal: bool = True                          # the previous frame's stem features
     albedo_gain: bool = False                      # the head also outputs a gain on the guide's albedo
+    sky_gain: bool = False                         # ... and a colour for the guide's stars
+    full_res_blocks: int = 0                       # residual blocks at full resolution before the head
+
+    @property
+    def head_channels(self) -> int:
+        return 3 + 3 * self.albedo_gain + 3 * self.sky_gain
 
 
 def _up(x: torch.Tensor) -> torch.Tensor:
@@ -78,9 +84,10 @@ class GuidedDecoder(nn.Module):
         self.fuse1 = nn.Sequential(conv(w2 + w1, w1), act(), conv(w1, w1), act())
         self.fuse0 = conv(w1 + w0, w0)
         self.film = nn.Linear(w3, 2 * w0)
-        self.head = nn.Sequential(act(), conv(w0, w0), act(), conv(w0, 6 if c.albedo_gain else 3))
+        self.refine = nn.ModuleList(nn.Sequential(conv(w0, w0), act(), conv(w0, w0)) for _ in range(c.full_res_blocks))
+        self.head = nn.Sequential(act(), conv(w0, w0), act(), conv(w0, c.head_channels))
         self.coarse = nn.Conv2d(w3, 3, 1)              # a smooth base colour, upsampled bilinearly
-        for layer in (self.film, self.head[-1]):
+        for layer in (self.film, self.head[-1], *(block[-1] for block in self.refine)):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
 
@@ -96,9 +103,12 @@ class GuidedDecoder(nn.Module):
         c = self.config
         check_image(z, c.latent_channels, 1, "guided decoder latent")
         B, _, h, w = z.shape
-        if tuple(guide.shape) != (B, c.guide_channels, 8 * h, 8 * w):
+        if guide.ndim != 4 or guide.shape[0] != B or guide.shape[1] < c.guide_channels \
+                or tuple(guide.shape[2:]) != (8 * h, 8 * w):
             raise ValueError(f"guided decoder guide: expected {(B, c.guide_channels, 8 * h, 8 * w)}, "
                              f"got {tuple(guide.shape)}")
+        # The guide's channels are only ever appended: a decoder trained on fewer reads the prefix.
+        guide = guide[:, :c.guide_channels]
         s = self.stem(z)
         x = with_memory(self.memory, s, previous, "guided decoder")
         g0 = self.guide0(guide)
@@ -112,11 +122,15 @@ class GuidedDecoder(nn.Module):
         x = self.fuse0(torch.cat([_up(x), g0], 1))
         scale, shift = self.film(s.mean((2, 3))).chunk(2, 1)
         x = x * (1 + scale[:, :, None, None]) + shift[:, :, None, None]
+        for block in self.refine:
+            x = x + block(x)
         out = self.head(x)
         img = F.interpolate(base, scale_factor=8, mode="bilinear", align_corners=False) + out[:, :3]
         img = img * 0.5 + 0.5
         if c.albedo_gain:
-            img = img + out[:, 3:] * guide[:, ALBEDO_CHANNELS]
+            img = img + out[:, 3:6] * guide[:, ALBEDO_CHANNELS]
+        if c.sky_gain:
+            img = img + out[:, c.head_channels - 3:] * guide[:, STAR_CHANNEL:STAR_CHANNEL + 1]
         return (img if self.training else img.clamp(0, 1)), s
 
     def save_pretrained(self, folder, **metadata) -> None:
@@ -127,19 +141,49 @@ class GuidedDecoder(nn.Module):
         return from_pretrained(cls, GuidedDecoderConfig, folder)
 
 
-def with_albedo_gain(decoder: GuidedDecoder) -> GuidedDecoder:
-    """A copy of ``decoder`` with ``albedo_gain`` on that decodes exactly as it does: its head's last
-    layer gains three output channels (the gain) with zero weights, so training starts from it."""
-    if decoder.config.albedo_gain:
-        return copy.deepcopy(decoder)
-    out = GuidedDecoder(dataclasses.replace(decoder.config, albedo_gain=True))
+def extended(decoder: GuidedDecoder, albedo_gain: bool | None = None, sky_gain: bool | None = None,
+             guide_channels: int | None = None, full_res_blocks: int | None = None) -> GuidedDecoder:
+    """A copy of ``decoder`` that reads more of the guide (``guide_channels``, appended channels),
+    outputs more gains (``albedo_gain``, ``sky_gain``) or has more residual blocks at full
+    resolution (``full_res_blocks``; None: as it is), and decodes exactly as it does: the new
+    input, output and last block weights are zero, so training starts from it."""
+    c = decoder.config
+    new = dataclasses.replace(c, albedo_gain=c.albedo_gain if albedo_gain is None else albedo_gain,
+                              sky_gain=c.sky_gain if sky_gain is None else sky_gain,
+                              guide_channels=guide_channels or c.guide_channels,
+                              full_res_blocks=c.full_res_blocks if full_res_blocks is None else full_res_blocks)
+    if (new.albedo_gain < c.albedo_gain or new.sky_gain < c.sky_gain
+            or new.guide_channels < c.guide_channels or new.full_res_blocks < c.full_res_blocks):
+        raise ValueError(f"extended: {new} drops a part of {c}")
+    if new.sky_gain and new.guide_channels <= STAR_CHANNEL:
+        raise ValueError(f"extended: sky_gain needs the guide's star channel ({STAR_CHANNEL}); "
+                         f"guide_channels is {new.guide_channels}")
+    out = GuidedDecoder(new)
     state = decoder.state_dict()
+    first = state["guide0.0.weight"]
+    state["guide0.0.weight"] = torch.cat([first, first.new_zeros(first.shape[0], new.guide_channels - c.guide_channels,
+                                                                *first.shape[2:])], 1)
     last = f"head.{len(out.head) - 1}"
     for name in ("weight", "bias"):
         old = state[f"{last}.{name}"]
-        state[f"{last}.{name}"] = torch.cat([old, torch.zeros_like(old)], 0)
+        grown = old.new_zeros(new.head_channels, *old.shape[1:])
+        grown[:3] = old[:3]                              # the colour
+        if c.albedo_gain:
+            grown[3:6] = old[3:6]                        # the albedo gain keeps its place
+        if c.sky_gain:
+            grown[-3:] = old[-3:]                        # the sky gain is always last
+        state[f"{last}.{name}"] = grown
+    fresh = out.state_dict()
+    for name in fresh:                                   # the new blocks, as initialised
+        if name.startswith("refine.") and name not in state:
+            state[name] = fresh[name]
     out.load_state_dict(state)
     return out.train(decoder.training)
+
+
+def with_albedo_gain(decoder: GuidedDecoder) -> GuidedDecoder:
+    """A copy of ``decoder`` with ``albedo_gain`` on that decodes exactly as it does."""
+    return extended(decoder, albedo_gain=True)
 
 
 def load_decoder(folder) -> "GuidedDecoder | TinyDecoder":

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from alaya.codecs.gbuffer import GBUFFER_INPUT_CHANNELS, PIXEL_VIEW_CHANNELS, camera_view, gbuffer_channels
+from alaya.codecs.gbuffer import GBUFFER_INPUT_CHANNELS, GUIDE_CHANNELS, PIXEL_VIEW_CHANNELS, camera_view, gbuffer_channels
 from alaya.codecs.guided import GuidedDecoder, needs_guide
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.diffusion.flow import time_grid
@@ -203,7 +203,10 @@ def example_inputs(student: Student, gbuffer_encoder: TinyGBufferEncoder | None,
             "sample": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, c.widths[0], h, h),
                        _ModulationNet(student, c.steps)(torch.zeros(1, c.text_dim))),
             "decode": (torch.zeros(1, c.latent_channels, h, h), torch.zeros(1, state_channels(decoder), h, h),
-                       *((torch.zeros(1, decoder.config.guide_channels, size, size),) if needs_guide(decoder) else ()))}
+                       # the whole guide the session builds (``decoder_guide``); a decoder trained on fewer channels
+                       # reads its prefix inside the graph
+                       *((torch.zeros(1, max(GUIDE_CHANNELS, decoder.config.guide_channels), size, size),)
+                         if needs_guide(decoder) else ()))}
 
 
 def state_channels(decoder) -> int:

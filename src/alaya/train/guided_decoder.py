@@ -16,7 +16,10 @@ blurs where the input leaves doubt). Each sample decodes two consecutive frames 
 camera.
 
 ``detail_weight`` adds ``detail_energy_l1``: the L1 between the local energy of the output's and
-the reference's luma Laplacian (its RMS over each 8x8 patch). Pixel and gradient L1 are
+the reference's luma Laplacian (its RMS over each 8x8 patch), or with
+``detail_loss="relative_power"`` ``detail_power_l1``, the L1 between the patches' squared energies
+over the frame's total (patches weighed as the sharpness ratio weighs them, and a dim or foggy
+frame's missing detail counting as much as a bright one's). Pixel and gradient L1 are
 minimised by the mean wherever the inputs leave the exact placement of detail in doubt (stars,
 snow grain, shadow edges), and the mean is smooth; this term asks for as much detail in each
 patch as the reference has there, wherever it lies, so it does not reward the mean.
@@ -46,8 +49,8 @@ from safetensors.torch import load_file
 from torch import nn
 from tqdm import tqdm
 
-from alaya.codecs.gbuffer import PIXEL_VIEW_CHANNELS, VIEW_INPUT_CHANNELS, decoder_guide
-from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig, with_albedo_gain
+from alaya.codecs.gbuffer import CAMERA_GUIDE_CHANNELS, GUIDE_CHANNELS, VIEW_INPUT_CHANNELS, decoder_guide
+from alaya.codecs.guided import GuidedDecoder, GuidedDecoderConfig, extended
 from alaya.data.dataset import ClipDataset, read_meta
 from alaya.evaluation.metrics import gradient_error, sharpness_ratio
 from alaya.io import atomic_save_tensors
@@ -68,7 +71,10 @@ class GuidedDecoderTrainConfig:
     decoder: GuidedDecoderConfig | None = None
     init: str | None = None                 # a trained guided decoder's folder to start from
     albedo_gain: bool = False               # add the albedo-gain output (to a new or the init decoder)
-    detail_weight: float = 0.0              # weight of detail_energy_l1
+    sky_gain: bool = False                  # add the star-colour output (``GuidedDecoderConfig.sky_gain``)
+    full_res_blocks: int | None = None      # residual blocks at full resolution (None: the decoder's own)
+    detail_weight: float = 0.0              # weight of the detail term
+    detail_loss: str = "energy"             # "energy": detail_energy_l1; "relative_power": detail_power_l1
     adversarial_weight: float = 0.0         # 0: no critic
     adversarial_start: int = 250            # the step from which the decoder fits the critic
     critic: PatchCriticConfig | None = None
@@ -99,12 +105,27 @@ def detail_energy_l1(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (detail_energy(x) - detail_energy(y)).abs().mean()
 
 
+DETAIL_FLOOR = 2e-3      # a patch's Laplacian RMS below half a grey level counts as flat
+
+
+def detail_power_l1(x: torch.Tensor, y: torch.Tensor, floor: float = DETAIL_FLOOR) -> torch.Tensor:
+    """Per frame, the L1 between the patches' detail *power* (the mean squared luma Laplacian over
+    each 8x8 patch, ``detail_energy`` squared) of images ``x`` and ``y`` (B, 3, H, W), over the
+    reference ``y``'s total power; the mean over frames. The patches weigh as they weigh in the
+    sharpness ratio (a frame's mean squared Laplacian: its sharpest edges dominate), and every frame
+    counts the same whatever its contrast (``detail_energy_l1`` scales with contrast, so a dim or
+    foggy frame's missing detail hardly pulls on it)."""
+    px, py = detail_energy(x) ** 2, detail_energy(y) ** 2
+    total = py.flatten(1).sum(1) + floor ** 2 * py[0].numel()
+    return ((px - py).abs().flatten(1).sum(1) / total).mean()
+
+
 def psnr(x: torch.Tensor, y: torch.Tensor) -> float:
     return float(10 * torch.log10(1 / ((x.clamp(0, 1) - y) ** 2).mean().clamp(min=1e-10)))
 
 
 class GuidedClips:
-    """A split in memory: reference frames (N, S, T, 3, H, W) uint8, guides (N, T, 20, H, W)
+    """A split in memory: reference frames (N, S, T, 3, H, W) uint8, guides (N, T, G, H, W)
     float16 and the student's latents (N, S, T, C, h, w) float16."""
 
     def __init__(self, cfg: GuidedDecoderTrainConfig, split: str, run_dir: Path, progress: bool = True):
@@ -158,7 +179,7 @@ class GuidedClips:
         guide = self.guides[ci, frames].float()
         drop = torch.from_numpy(rng.random(size) < camera_dropout)
         guide[drop, :, :VIEW_INPUT_CHANNELS] = 0               # the camera unknown: no view channels,
-        guide[drop, :, PIXEL_VIEW_CHANNELS:] = 0               # no world position
+        guide[drop, :, CAMERA_GUIDE_CHANNELS] = 0              # no world position, no stars
         return (self.latents[ci, si, frames].float(), guide, self.rgb[ci, si, frames].float() / 255)
 
 
@@ -206,8 +227,13 @@ def evaluate_guided(decoder: GuidedDecoder, clips: GuidedClips, batches: int = 8
     return {"psnr": float(np.mean(values)), "sharpness": float(np.mean(sharp)), "gradient_error": float(np.mean(grad_err))}
 
 
+DETAIL_LOSSES = {"energy": detail_energy_l1, "relative_power": detail_power_l1}
+
+
 def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
     tc = cfg.train
+    if cfg.detail_loss not in DETAIL_LOSSES:
+        raise ValueError(f"detail_loss: expected one of {sorted(DETAIL_LOSSES)}, got {cfg.detail_loss!r}")
     run_dir = Path(tc.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     train = GuidedClips(cfg, "train", run_dir, tc.progress)
@@ -217,8 +243,10 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
         decoder = GuidedDecoder.from_pretrained(cfg.init).float().train()
     else:
         decoder = GuidedDecoder(cfg.decoder or GuidedDecoderConfig(latent_channels=train.latents.shape[3]))
-    if cfg.albedo_gain:
-        decoder = with_albedo_gain(decoder)
+    # An init decoder trained on fewer guide channels reads them all from here on (new inputs at
+    # zero weight, so the run starts exactly where that decoder is).
+    decoder = extended(decoder, albedo_gain=cfg.albedo_gain or None, sky_gain=cfg.sky_gain or None,
+                       guide_channels=GUIDE_CHANNELS, full_res_blocks=cfg.full_res_blocks)
     model: nn.Module = decoder
     if cfg.adversarial_weight > 0:
         critic_cfg = cfg.critic or PatchCriticConfig(condition_channels=decoder.config.guide_channels)
@@ -239,7 +267,7 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
         grad = gradient_l1(out, y)
         loss = l1 + cfg.gradient_weight * grad + extra
         if cfg.detail_weight > 0:
-            detail = detail_energy_l1(out, y)
+            detail = DETAIL_LOSSES[cfg.detail_loss](out, y)
             loss = loss + cfg.detail_weight * detail
             metrics["detail_l1"] = float(detail.detach())
         return loss, {"l1": float(l1.detach()), "grad_l1": float(grad.detach()), **metrics}
@@ -250,7 +278,10 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
     if trainer.dist.is_main and cfg.out:
         trained = {"steps": tc.steps, "batch_size": tc.batch_size, "data": cfg.data, "student": cfg.student,
                    "student_backend": cfg.backend, "train_clips": len(train.ids), "run_dir": tc.run_dir,
-                   "gradient_weight": cfg.gradient_weight, "detail_weight": cfg.detail_weight, "init": cfg.init,
+                   "gradient_weight": cfg.gradient_weight, "detail_weight": cfg.detail_weight,
+                   "detail_loss": cfg.detail_loss, "init": cfg.init,
+                   "albedo_gain": cfg.albedo_gain, "sky_gain": cfg.sky_gain,
+                   "full_res_blocks": decoder.config.full_res_blocks,
                    "adversarial_weight": cfg.adversarial_weight, "adversarial_start": cfg.adversarial_start}
         decoder.save_pretrained(cfg.out, metrics={"val": evaluate_guided(decoder, val)}, trained=trained,
                                 dtype=torch.float16)
