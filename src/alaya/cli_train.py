@@ -69,7 +69,8 @@ def _train(a: argparse.Namespace) -> int:
         from alaya.train.guided_decoder import GuidedDecoderTrainConfig, train_guided_decoder
         model = train_guided_decoder(GuidedDecoderTrainConfig(
             data=a.data, student=a.student, out=a.out or "weights/guided_decoder",
-            gradient_weight=a.gradient_weight, init=a.init, albedo_gain=a.albedo_gain, sky_gain=a.sky_gain, full_res_blocks=a.full_res_blocks,
+            gradient_weight=a.gradient_weight, init=a.init, albedo_gain=a.albedo_gain, sky_gain=a.sky_gain,
+            full_res_blocks=a.full_res_blocks,
             detail_weight=a.detail_weight, detail_loss=a.detail_loss,
             adversarial_weight=a.adversarial_weight, adversarial_start=a.adversarial_start, train=train))
     elif a.what == "world":

@@ -250,6 +250,7 @@ GUIDE_CHANNELS = STAR_CHANNEL + 3            # 23
 CAMERA_GUIDE_CHANNELS = slice(PIXEL_VIEW_CHANNELS, STAR_CHANNEL + 1)     # after the view: zero without a camera
 POSITION_SCALE = 0.1                         # world positions in units of 10 m
 WORLD_RAY = slice(3, 6)                      # the world-space view ray in ``view_input``
+RAW_NORMAL = slice(VIEW_INPUT_CHANNELS + 3, VIEW_INPUT_CHANNELS + 6)   # the camera-space normal in ``gbuffer_input``
 
 
 def world_position(depth: torch.Tensor, xy: torch.Tensor, world_to_camera: torch.Tensor) -> torch.Tensor:
@@ -275,7 +276,7 @@ def decoder_guide(gbuffer: Mapping, K=None, world_to_camera=None) -> torch.Tenso
     view = model_view_input(gbuffer, PIXEL_VIEW_CHANNELS, K, world_to_camera)
     H, W = view.shape[-2:]
     depth = as_tensor(gbuffer["depth"]).float().reshape(-1, H, W)
-    breaks = surface_breaks(depth, view[:, VIEW_INPUT_CHANNELS + 3:VIEW_INPUT_CHANNELS + 6])
+    breaks = surface_breaks(depth, view[:, RAW_NORMAL])
     if K is None or world_to_camera is None:
         return torch.cat([view, torch.zeros(len(view), 4, H, W), breaks], 1)
     xy = camera_inputs(K, world_to_camera, H, W)[2]
@@ -324,14 +325,14 @@ def surface_breaks(depth: torch.Tensor, normal: torch.Tensor) -> torch.Tensor:
     d = depth.float()[:, None]
     n = normal.float()
     dp = torch.nn.functional.pad(d, (1, 1, 1, 1), mode="replicate")
-    np_ = torch.nn.functional.pad(n, (1, 1, 1, 1), mode="replicate")
+    npad = torch.nn.functional.pad(n, (1, 1, 1, 1), mode="replicate")
     H, W = d.shape[-2:]
     silhouette = torch.zeros_like(d)
     crease = torch.zeros_like(d)
     hit = d > 0
     for dy, dx in ((1, 2), (1, 0), (2, 1), (0, 1)):
         dq = dp[..., dy:dy + H, dx:dx + W]
-        nq = np_[..., dy:dy + H, dx:dx + W]
+        nq = npad[..., dy:dy + H, dx:dx + W]
         hit_q = dq > 0
         jump = torch.tanh(10 * (dq - d).abs() / d.clamp(min=0.1))
         jump = torch.where(hit & hit_q, jump, (hit != hit_q).float())

@@ -31,7 +31,6 @@ frame's (zeros after a reset) for a flicker-free stream::
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass
 
@@ -173,11 +172,7 @@ def extended(decoder: GuidedDecoder, albedo_gain: bool | None = None, sky_gain: 
         if c.sky_gain:
             grown[-3:] = old[-3:]                        # the sky gain is always last
         state[f"{last}.{name}"] = grown
-    fresh = out.state_dict()
-    for name in fresh:                                   # the new blocks, as initialised
-        if name.startswith("refine.") and name not in state:
-            state[name] = fresh[name]
-    out.load_state_dict(state)
+    out.load_state_dict({**out.state_dict(), **state})   # new blocks keep their initialisation
     return out.train(decoder.training)
 
 
