@@ -61,7 +61,8 @@ def train_world_from_args(a: argparse.Namespace, train):
         still_prob=a.still_prob, one_step_t=a.one_step_t, play_context_noise=a.play_noise,
         unroll=a.unroll, unroll_batch=a.unroll_batch, unroll_weight=a.unroll_weight,
         unroll_still_prob=a.unroll_still_prob, reset_prob=a.reset_prob,
-        memory_cached_only=a.memory_cached_only, depth_weight=a.depth_weight, gate_weight=a.gate_weight, train=train))
+        memory_cached_only=a.memory_cached_only, depth_weight=a.depth_weight, gate_weight=a.gate_weight,
+        camera_motion=a.camera_motion, train=train))
 
 
 def train_motion_from_args(a: argparse.Namespace, train):
@@ -97,11 +98,13 @@ def _eval_world_live(a: argparse.Namespace) -> int:
     scripts = tuple(s for arg in a.scripts for s in arg.split(",") if s)
     columns = tuple(data_action_columns(a.data)) if a.data else ACTION_COLUMNS
     cfg = LiveConfig(scripts=scripts, frames=a.frames, window=a.window, seed=a.seed, columns=columns)
-    scenes = start_scenes(a.weights, size, a.data, a.scenes)
+    scenes = start_scenes(a.weights, size, a.data, a.scenes, start_depth=not a.predict_start_depth)
     factory = WorldSessionFactory.from_pretrained(a.weights, size=size, backend=a.backend)
     result = evaluate_live(lambda scene: factory.new(scene.prompt, a.seed), game_player(size), scenes, cfg,
                            progress=True)
-    result["config"].update(weights=a.weights, size=size, backend=a.backend, data=a.data)
+    result["config"].update(weights=a.weights, size=size, backend=a.backend, data=a.data,
+                            start_depth="predicted" if a.predict_start_depth else "recorded",
+                            camera="learned" if factory.camera_motion is not None else "kinematic")
     if a.report:
         write_live_report(result, a.report)
     out = public_json(result)
@@ -235,6 +238,9 @@ def add_eval_world_command(esub) -> None:
     ew.add_argument("--window", type=int, default=300, help="--live: frames of a sharpness window")
     ew.add_argument("--scenes", type=int, default=None,
                     help="--live: the first N start frames of the weights (default all)")
+    ew.add_argument("--predict-start-depth", action="store_true",
+                    help="--live: a memory model predicts the start frame's depth instead of starting from "
+                         "the recorded one (as play does with the shipped .depth.npy)")
     ew.set_defaults(func=_eval_world)
 
 
@@ -281,5 +287,8 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--world-steps", type=int, default=None, help="world: sampling steps of a new model")
     tr.add_argument("--depth-weight", type=float, default=1.0, help="world --memory: loss weight of the depth channels")
     tr.add_argument("--gate-weight", type=float, default=0.5, help="world --memory: loss weight of the gate channels")
+    tr.add_argument("--camera-motion", default=None,
+                    help="world --memory: a learned camera folder (alaya train motion, e.g. weights/camera_motion) "
+                         "shipped inside the model folder; play moves the memory's camera by it")
     tr.add_argument("--memory-cached-only", action="store_true",
                     help="world --memory: train on the episodes whose memory renders are cached, render no more")

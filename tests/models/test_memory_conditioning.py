@@ -187,10 +187,16 @@ def test_floor_depth_and_the_clamp():
     from alaya.models.memory_conditioning import clamp_to_floor, floor_depth
     from alaya.models.view_warp import pinhole
     K = pinhole(32, 70.0)
-    floor = floor_depth(K, -30.0, 1.4, 32, 32)
+    pose = torch.tensor([[2.0, -1.0, 0.7]])
+    floor = floor_depth(K, kinematic_view(pose, -30.0, 1.4), 32, 32)
     # the ray through the image centre looks 30 degrees down: 1.4 / sin(30) m along the view axis
     assert abs(float(floor[15:17, 15:17].mean()) - 2.8) < 0.15
-    level = floor_depth(K, 0.0, 1.4, 32, 32)
+    level = floor_depth(K, kinematic_view(pose, 0.0, 1.4), 32, 32)
+    raised = floor_depth(K, kinematic_view(pose, -30.0, 2.8), 32, 32)       # twice as high: twice as far
+    both = (floor > 0) & (raised > 0)                                       # (within MAX_DEPTH)
+    assert both.float().mean() > 0.5
+    torch.testing.assert_close(raised[both], 2 * floor[both], rtol=1e-4, atol=1e-4)
+    assert (floor_depth(K, kinematic_view(pose, -30.0, 1.4), 32, 32, floor_z=2.0) == 0).all()   # floor above: unseen
     assert (level[:16] == 0).all() and (level[17:] > 0).all()           # looking level: the floor below the horizon
     assert (floor[-1] < floor[20]).all()                                                   # nearer at the bottom
     depth = torch.stack([floor[20] * 0.5, floor[20] * 2, torch.zeros(32)])
@@ -240,3 +246,84 @@ def test_the_sky_can_go_in_as_a_far_backdrop():
     for _ in range(5):
         out = session.step(np.zeros(8, np.float32))
     np.testing.assert_array_equal(out, frame)             # standing still: every pixel from the memory
+
+
+class _TurnLeft(torch.nn.Module):
+    """A stand-in learned camera: every row turns the camera 5 degrees about the world's up and
+    steps 0.1 m back, whatever the row (the session must follow it, not its own constants)."""
+
+    def __init__(self, fov_y_degrees: float = 50.0):
+        super().__init__()
+        from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
+        self.motion = CameraMotion(CameraMotionConfig(fov_y_degrees=fov_y_degrees))
+        self.turns = 0
+
+    def eval(self):
+        return self
+
+    def initial_state(self, world_to_camera=None, **kw):
+        self.start = world_to_camera.clone()
+        return self.motion.initial_state(world_to_camera=world_to_camera)
+
+    def step(self, row, state):
+        from alaya.models.camera_motion import twist_to_matrix, up_in_camera
+        self.turns += 1
+        up = up_in_camera(self.start[None])[0] if self.turns == 1 else state.up[0]
+        twist = torch.cat([up * np.radians(5.0), torch.tensor([0.0, 0.0, -0.1])])[None]
+        return twist_to_matrix(twist)[0], state
+
+    def intrinsics(self, H, W):
+        return self.motion.intrinsics(H, W)
+
+
+def test_a_learned_camera_moves_the_memory_view_and_its_intrinsics_are_used():
+    from alaya.models.view_warp import pinhole
+    from alaya.runtime.world_session import WorldSession
+    frame = np.random.default_rng(4).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    camera = _TurnLeft(fov_y_degrees=50.0)
+    session = WorldSession(_still_model(), size=32, backend="torch", camera_motion=camera)
+    session.reset(frame, depth=np.full((32, 32), 3.0, np.float32))
+    start = session.camera_view().clone()
+    torch.testing.assert_close(session.K, camera.intrinsics(32, 32))
+    assert not torch.allclose(session.K, pinhole(32, TINY.fov_y_degrees))
+    for _ in range(4):
+        session.step(np.zeros(8, np.float32))                 # no action: the kinematics would stand still
+    view = session.camera_view()
+    R = view[:3, :3] @ start[:3, :3].T                         # the rotation from the start camera
+    angle = float(torch.rad2deg(torch.arccos(((torch.trace(R) - 1) / 2).clamp(-1, 1))))
+    assert abs(angle - 20.0) < 0.1                             # four learned 5-degree turns
+    centre, centre0 = -view[:3, :3].T @ view[:3, 3], -start[:3, :3].T @ start[:3, 3]
+    assert abs(float((centre - centre0).norm()) - 0.4) < 0.05          # four 0.1 m steps along its axis
+    assert torch.equal(session.pose, torch.zeros(1, 3))         # the fixed kinematics did not move
+    assert 0 < float(session._covered.mean()) < 1                # the turned view sees part of the start
+
+
+def test_start_frames_ship_their_recorded_depth(episodes, tmp_path):
+    from alaya.data.episodes import EpisodeDataset, write_start_frames
+    from alaya.runtime.world_session import load_start_depths, load_start_frames
+    paths = write_start_frames(episodes, tmp_path, count=2, split="train")
+    frames, depths = load_start_frames(tmp_path, 32), load_start_depths(tmp_path, 32)
+    assert len(frames) == len(depths) == 2 and all(d is not None and d.dtype == np.float32 for d in depths)
+    ep = EpisodeDataset(episodes).load(paths[0].stem.split("_")[1])
+    np.testing.assert_allclose(depths[0], ep["depth"][0].astype(np.float32))
+    with pytest.raises(ValueError, match="depth"):
+        load_start_depths(tmp_path, 16)
+    np.save(paths[1].with_suffix(".depth.npy"), np.full((32, 32), np.nan, np.float16))
+    with pytest.raises(ValueError, match="depth"):
+        load_start_depths(tmp_path, 32)
+    paths[1].with_suffix(".depth.npy").unlink()
+    assert load_start_depths(tmp_path, 32)[1] is None            # none shipped: the model predicts it
+
+
+def test_a_memory_model_ships_its_learned_camera(episodes, tmp_path):
+    from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
+    from alaya.runtime.world_session import WorldSessionFactory
+    from alaya.train.world import ship_camera_motion
+    WorldModel(TINY).save_pretrained(tmp_path / "model")
+    assert WorldSessionFactory.from_pretrained(tmp_path / "model", size=32, backend="torch").camera_motion is None
+    CameraMotion(CameraMotionConfig(fov_y_degrees=50.0)).save_pretrained(tmp_path / "motion")
+    ship_camera_motion(tmp_path / "motion", tmp_path / "model")
+    factory = WorldSessionFactory.from_pretrained(tmp_path / "model", size=32, backend="torch")
+    assert factory.camera_motion is not None and factory.new().camera_motion is factory.camera_motion
+    with pytest.raises(FileNotFoundError):
+        ship_camera_motion(tmp_path / "nothing", tmp_path / "model")

@@ -351,8 +351,10 @@ def write_start_frames(root: str | os.PathLike[str], folder: str | os.PathLike[s
     """The start frames of a world model (what ``alaya play --world`` and ``WorldModelEnv`` start
     a session from): frame 0 (the player's spawn view) of the first ``count`` episodes, by id, of
     ``split`` (if it has none: val, test, then train) in ``style`` (default: the first
-    style of episodes.json), written as ``<folder>/starts/NN_<episode>_<style>.png`` (atomically).
-    PNGs already in ``starts/`` are replaced. Returns the paths written."""
+    style of episodes.json), written as ``<folder>/starts/NN_<episode>_<style>.png`` (atomically),
+    with its recorded depth beside it as ``NN_<episode>_<style>.depth.npy`` (float16 metres, 0 on
+    the sky) where the episode has depth: a memory model starts from it. Start frames already in
+    ``starts/`` are replaced. Returns the PNG paths written."""
     from PIL import Image
 
     ds = EpisodeDataset(root)
@@ -365,7 +367,7 @@ def write_start_frames(root: str | os.PathLike[str], folder: str | os.PathLike[s
         raise ValueError(f"{Path(root) / EPISODES_FILE}: no episodes to take start frames from")
     out = Path(folder) / STARTS_DIR
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("*.png"):
+    for old in [*out.glob("*.png"), *out.glob("*.depth.npy")]:
         old.unlink()
     paths = []
     for i, eid in enumerate(ids):
@@ -376,6 +378,9 @@ def write_start_frames(root: str | os.PathLike[str], folder: str | os.PathLike[s
         path = out / f"{i:02d}_{eid}_{style}.png"
         with atomic_path(path, keep_suffix=True) as tmp:
             Image.fromarray(ep["rgb"][styles.index(style), 0]).save(tmp)
+        if "depth" in ep:
+            with atomic_path(path.with_suffix(".depth.npy"), keep_suffix=True) as tmp, open(tmp, "wb") as f:
+                np.save(f, np.asarray(ep["depth"][0], np.float16), allow_pickle=False)
         paths.append(path)
     return paths
 

@@ -44,6 +44,18 @@ def play_in_game(seed: int, style: str, actions: np.ndarray, size: int, progress
     return np.stack(frames)
 
 
+def game_start(seed: int, style: str, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(uint8 (size, size, 3), float32 (size, size) metres, 0 on the sky): the game's frame 0 of
+    world ``seed`` in ``style`` and its depth, as ``record_episode`` records them."""
+    from alaya.engine.game import GameConfig, GameStream
+    game = GameStream(seed, GameConfig(size=size))
+    try:
+        frame = game.step()
+        return game.render_style(style), np.asarray(frame["depth"], np.float32)
+    finally:
+        game.close()
+
+
 def game_player(size: int, progress: bool = False):
     """``play_real(scene, actions)`` for ``evaluate_live``: the game's frames after the start."""
     return lambda scene, actions: play_in_game(scene.seed, scene.style, actions, size, progress)[1:]
@@ -63,11 +75,13 @@ def _split_name(stem: str) -> tuple[str, str]:
 
 
 def start_scenes(weights: str | os.PathLike[str], size: int, data: str | os.PathLike[str] | None = None,
-                count: int | None = None) -> list[Scene]:
+                 count: int | None = None, start_depth: bool = True) -> list[Scene]:
     """The scenes of the start frames shipped with ``weights`` (sorted by name, the first
     ``count``), each with its world seed (from ``data``'s ``episodes.json`` when it lists the
     episode, else from the ``ep<seed>`` id), its style's first phrasing as the prompt, and the
-    start frame: the shipped one at ``size``, else the game's frame 0."""
+    start frame: the shipped one at ``size``, else the game's frame 0, with its depth (the
+    shipped ``.depth.npy`` beside the shipped frame, else the game's; ``start_depth=False``: none,
+    the session predicts it)."""
     from alaya.engine.styles import get_style
     paths = sorted((Path(weights) / "starts").glob("*.png"))
     if not paths:
@@ -86,12 +100,16 @@ def start_scenes(weights: str | os.PathLike[str], size: int, data: str | os.Path
                 raise ValueError(f"{p}: cannot tell the game's world seed of episode {episode!r} "
                                  f"(not ep<seed>; pass --data with its episodes.json)")
             seed = int(m.group(1))
-        game_start = play_in_game(seed, style, np.zeros((0, 8), np.float32), size)[0]
+        game_frame, game_depth = game_start(seed, style, size)
         shipped = np.array(Image.open(p).convert("RGB"))
-        start, start_psnr = game_start, None
-        if shipped.shape == game_start.shape:
-            start, start_psnr = shipped, float(psnr_frames(shipped[None], game_start[None])[0])
-        scenes.append(Scene(f"{episode}_{style}", seed, style, get_style(style).phrasings[0], start, start_psnr))
+        start, start_psnr, depth = game_frame, None, game_depth
+        if shipped.shape == game_frame.shape:
+            start, start_psnr = shipped, float(psnr_frames(shipped[None], game_frame[None])[0])
+            shipped_depth = p.with_suffix(".depth.npy")
+            if shipped_depth.exists():
+                depth = np.load(shipped_depth, allow_pickle=False).astype(np.float32)
+        scenes.append(Scene(f"{episode}_{style}", seed, style, get_style(style).phrasings[0], start, start_psnr,
+                            depth if start_depth else None))
     return scenes
 
 

@@ -40,13 +40,16 @@ CHUNK = 300           # frames turned into float tensors at once
 class Scene:
     """A test scene: the game's world ``seed`` seen in ``style`` (prompted with ``prompt``) from
     ``start`` (uint8 (S, S, 3), frame 0 of the session and of the game). ``start_psnr``: the
-    shipped start frame against the game's own (100: identical; None: no shipped frame at this size)."""
+    shipped start frame against the game's own (100: identical; None: no shipped frame at this size).
+    ``start_depth``: the start frame's recorded depth (float32 (S, S) metres), which a memory model
+    starts from as play does (None: the session predicts it)."""
     name: str
     seed: int
     style: str
     prompt: str
     start: np.ndarray
     start_psnr: float | None = None
+    start_depth: np.ndarray | None = None
 
 
 @dataclass
@@ -120,10 +123,13 @@ def ratio(num: float, den: float) -> float:
 
 
 def play_session(session, start: np.ndarray, actions: np.ndarray, desc: str = "",
-                 progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """``session.reset(start)``, then one ``step`` per row, as ``alaya play --world``: the frames
-    (T, S, S, 3) and the seconds each step took (T,)."""
-    session.reset(start)
+                 progress: bool = False, depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``session.reset(start)`` (with ``depth`` when given), then one ``step`` per row, as
+    ``alaya play --world``: the frames (T, S, S, 3) and the seconds each step took (T,)."""
+    if depth is None:
+        session.reset(start)
+    else:
+        session.reset(start, depth=depth)
     frames, seconds = [], []
     for row in tqdm(actions, desc=desc, disable=not progress, unit="frame", leave=False):
         t0 = time.perf_counter()
@@ -242,7 +248,8 @@ def evaluate_live(make_session, play_real, scenes: list[Scene], cfg: LiveConfig 
         series, seconds = [], []
         for i, scene in enumerate(scenes):
             desc = f"{name} {scene.name}"
-            gen, sec = play_session(make_session(scene), scene.start, script.actions, desc, progress)
+            gen, sec = play_session(make_session(scene), scene.start, script.actions, desc, progress,
+                                    scene.start_depth)
             real = np.asarray(play_real(scene, script.actions))
             series.append(compare(gen, real, scene.start, script))
             seconds.append(sec)

@@ -48,6 +48,7 @@ from alaya.nn.pretrained import from_pretrained, save_pretrained
 GL_TO_CV = torch.diag(torch.tensor([1.0, -1.0, -1.0]))     # flips y and z: OpenGL <-> OpenCV camera axes
 WORLD_UP = torch.tensor([0.0, 0.0, 1.0])
 NAV = len(NAVIGATION)
+CAMERA_MOTION_DIR = "camera_motion"        # a memory world model's learned camera, inside its folder
 
 
 @dataclass

@@ -106,15 +106,20 @@ def gate_target(memory_rgb: torch.Tensor, coverage: torch.Tensor, rgb: torch.Ten
     return ((coverage > 0.5) & close).float()
 
 
-def floor_depth(K: torch.Tensor, pitch_degrees: float, eye_height: float, H: int, W: int) -> torch.Tensor:
-    """(H, W) depth along the view axis of the floor ``eye_height`` below a camera at ``pitch_degrees``
-    (0 where the ray misses it within MAX_DEPTH): the floor-plus-far-background scene ``ground_warp``
-    assumes, exact where the floor shows and an upper bound where something stands on it."""
+def floor_depth(K: torch.Tensor, world_to_camera: torch.Tensor, H: int, W: int, floor_z: float = 0.0) -> torch.Tensor:
+    """(H, W) depth along the view axis of the floor (the world plane z = ``floor_z``) seen by the
+    camera ``world_to_camera`` (4, 4, OpenGL) with intrinsics ``K`` (0 where the ray misses it
+    within MAX_DEPTH): the floor-plus-far-background scene ``ground_warp`` assumes, exact where the
+    floor shows and an upper bound where something stands on it. Any camera: the kinematic one
+    (``kinematic_view`` stands at eye height over z = 0) or one a learned motion moved."""
     ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
-    rays = torch.linalg.inv(K.float()) @ torch.stack([xs.flatten(), ys.flatten(), torch.ones(H * W)])  # z = 1
-    R = camera_rotation(torch.zeros(1), torch.deg2rad(torch.tensor([float(pitch_degrees)])))[0]
-    down = (R.T @ rays)[2]
-    depth = torch.where(down < -1e-6, -eye_height / down.clamp(max=-1e-6), torch.zeros_like(down))
+    rays = _GL @ torch.linalg.inv(K.float()) @ torch.stack([xs.flatten(), ys.flatten(), torch.ones(H * W)])
+    view = world_to_camera.float()
+    R, t = view[:3, :3], view[:3, 3]
+    centre_z = float((-R.T @ t)[2])
+    down = (R.T @ rays)[2]                       # world z per unit of view depth
+    height = centre_z - floor_z
+    depth = torch.where((down < -1e-6) & (height > 0), height / (-down).clamp(min=1e-6), torch.zeros_like(down))
     return torch.where(depth > MAX_DEPTH, torch.zeros_like(depth), depth).reshape(H, W)
 
 

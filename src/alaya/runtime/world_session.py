@@ -12,10 +12,13 @@ Noise for frame n comes from a generator seeded by (seed, n): same start, seed a
 the same frames.
 
 A memory model (``WorldModelConfig.memory``) also keeps a ``SceneMemory``: per step the memory is
-rendered at frame n's camera (``camera_view``: the dead-reckoned pose and the tracked pitch), the
-render conditions the network, and the frame it generates goes in with its generated depth. The
-start frame goes in with the depth the model predicts for it (or one given to ``reset``). The
-memory is bounded (``memory_max_points``), so state stays bounded too.
+rendered at frame n's camera (``camera_view``), the render conditions the network, and the frame
+it generates goes in with its generated depth. The camera moves by a learned ``CameraMotion``
+when the session has one (a model folder's ``camera_motion/``: each action row's relative pose,
+learned from the data), else by the fixed kinematics (``advance_pose``: the game's constants).
+The start frame goes in with the depth given to ``reset`` (a recorded frame's: the start frames'
+``.depth.npy``) or else the depth the model predicts for it. The memory is bounded
+(``memory_max_points``), so state stays bounded too.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.diffusion.flow import time_grid
+from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
 from alaya.models.memory_conditioning import (clamp_to_floor, decode_depth, floor_depth, frame_image, kinematic_view,
                                               memory_latent, to_image, to_latent)
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
@@ -45,11 +49,13 @@ class WorldSession:
     def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
                  prompt: str = "", prompt_encoder: PromptEncoder | None = None, steps: int | None = None,
                  seed: int = 0, size: int = 64, backend: str | Backend = "torch",
-                 context_noise: float | None = None, stabilize: bool = True):
+                 context_noise: float | None = None, stabilize: bool = True,
+                 camera_motion: CameraMotion | None = None):
         """``autoencoder`` / ``decoder``: the model's codec (``codecs_for``: only a model in the
         autoencoder's latent space needs them). ``backend``: "torch", "onnx" (``make_backend``:
         graphs exported once for ``size``) or a backend object shared with other sessions
-        (``WorldSessionFactory``)."""
+        (``WorldSessionFactory``). ``camera_motion``: a memory model's learned camera (its
+        intrinsics and the motion of each row; None: the fixed kinematics)."""
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -61,6 +67,7 @@ class WorldSession:
         if self.steps < 1:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         self.size, self.seed, self.stabilize = size, seed, stabilize
+        self.camera_motion = camera_motion.eval() if camera_motion is not None else None
         self.context_noise = c.play_context_noise if context_noise is None else context_noise
         if isinstance(backend, str):
             backend = make_backend(backend, model.core, None, decoder, size, factor=c.factor, steps=self.steps)
@@ -131,9 +138,19 @@ class WorldSession:
 
     def camera_view(self) -> torch.Tensor:
         """world_to_camera (4, 4) of frame n, where the memory is rendered and the frame inserted:
-        today the fixed kinematics (dead-reckoned pose, tracked pitch); the swap point for a
-        learned camera-motion model."""
+        the learned camera's chained motion when the session has one, else the fixed kinematics
+        (dead-reckoned pose, tracked pitch). Both start at eye height over the floor z = 0."""
+        if self.camera_motion is not None and self.frame_index > 0:
+            return self._motion_view
         return kinematic_view(self.pose, self.pitch, self.model.config.eye_height)
+
+    def _move_camera(self, row: torch.Tensor) -> None:
+        """Frame n's camera from frame n-1's by the played row (1, 8)."""
+        c = self.model.config
+        self.pose = advance_pose(self.pose, row, math.radians(c.turn_degrees), c.move_metres)
+        if self.camera_motion is not None and c.memory:
+            delta, self._motion_state = self.camera_motion.step(row[0], self._motion_state)
+            self._motion_view = delta @ self._motion_view
 
     def _reset_memory(self, x: torch.Tensor, z: torch.Tensor, predict_depth: bool) -> None:
         """A fresh memory holding the start frame, with its depth predicted by one standing-still
@@ -142,7 +159,10 @@ class WorldSession:
         self.memory = SceneMemory(SceneMemoryConfig(max_points=c.memory_max_points, stride=c.memory_stride,
                                                     see_through=c.memory_see_through))
         self.K = pinhole(self.size, c.fov_y_degrees)
-        self._floor: tuple[float | None, torch.Tensor | None] = (None, None)
+        if self.camera_motion is not None:
+            self.K = self.camera_motion.intrinsics(self.size, self.size).detach()
+            self._motion_view = kinematic_view(self.pose, self.pitch, c.eye_height)
+            self._motion_state = self.camera_motion.initial_state(world_to_camera=self._motion_view)
         if predict_depth:
             empty = memory_latent(torch.zeros_like(x), torch.zeros_like(x[:, :1]), torch.zeros_like(x[:, :1]))
             cond = self.model.pack(self.style, self.actions, torch.zeros(1))
@@ -165,9 +185,7 @@ class WorldSession:
         depth = decode_depth(img[3].clamp(0, 1))
         c = self.model.config
         if c.memory_floor_clamp:
-            if self._floor[0] != self.pitch:                 # the floor's depth at this pitch, kept
-                self._floor = self.pitch, floor_depth(self.K, self.pitch, c.eye_height, self.size, self.size)
-            depth = clamp_to_floor(depth, self._floor[1])
+            depth = clamp_to_floor(depth, floor_depth(self.K, self._view, self.size, self.size))
         if c.memory_sky_depth > 0:
             depth = torch.where(depth > 0, depth, torch.full_like(depth, c.memory_sky_depth))
         if c.memory_holes_only and self._covered is not None:
@@ -186,7 +204,7 @@ class WorldSession:
         row = self._limit_pitch(row)
         self.actions = torch.cat([torch.from_numpy(row)[None, None], self.actions[:, :-1]], 1)
         c = self.model.config
-        self.pose = advance_pose(self.pose, self.actions[:, 0], math.radians(c.turn_degrees), c.move_metres)
+        self._move_camera(self.actions[:, 0])
         # The model was trained on contexts corrupted by noise of a level it is told, and on
         # contexts carrying its own rollout errors told the play level (error recycling). At play
         # the context is its own output: it is told the play level (the shipped model: 0) and
@@ -246,17 +264,24 @@ def codecs_for(model: WorldModel, autoencoder=None, decoder=None):
     return autoencoder, decoder
 
 
+def load_camera_motion(weights) -> CameraMotion | None:
+    """The learned camera shipped inside a world model's folder (``<weights>/camera_motion/``), or None."""
+    from pathlib import Path
+    folder = Path(weights) / CAMERA_MOTION_DIR
+    return CameraMotion.from_pretrained(folder) if (folder / "config.json").exists() else None
+
+
 class WorldSessionFactory:
     """Many world sessions over one set of loaded weights and one (stateless) backend."""
 
     def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
                  size: int = 64, backend: str = "onnx", prompt_encoder: PromptEncoder | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, camera_motion: CameraMotion | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         self.model, self.autoencoder, self.decoder = model.eval(), autoencoder.eval(), decoder.eval()
-        self.size = size
+        self.size, self.camera_motion = size, camera_motion
         self.prompt_encoder = prompt_encoder or PromptEncoder()
         self.backend = make_backend(backend, model.core, None, decoder, size, threads=threads,
                                     factor=model.config.factor, steps=model.config.steps)
@@ -265,13 +290,34 @@ class WorldSessionFactory:
     def from_pretrained(cls, weights=default_weights("world_model"), autoencoder=default_weights("autoencoder"),
                         decoder=default_weights("tiny_decoder"), **kwargs) -> "WorldSessionFactory":
         model = WorldModel.from_pretrained(weights)
+        kwargs.setdefault("camera_motion", load_camera_motion(weights))
         if model.config.codec == "patch4":
             return cls(model, **kwargs)
         return cls(model, Autoencoder.from_pretrained(autoencoder), TinyDecoder.from_pretrained(decoder), **kwargs)
 
     def new(self, prompt: str = "", seed: int = 0) -> WorldSession:
         return WorldSession(self.model, self.autoencoder, self.decoder, prompt=prompt,
-                            prompt_encoder=self.prompt_encoder, seed=seed, size=self.size, backend=self.backend)
+                            prompt_encoder=self.prompt_encoder, seed=seed, size=self.size, backend=self.backend,
+                            camera_motion=self.camera_motion)
+
+
+def load_start_depths(folder, size: int | None = None) -> list[np.ndarray | None]:
+    """The recorded depth of each start frame (``load_start_frames``' order): float32 (H, W) metres
+    from ``<stem>.depth.npy`` beside ``<stem>.png`` (``write_start_frames`` writes them where the
+    episodes have depth), None where there is none (the memory model then predicts it)."""
+    from pathlib import Path
+    paths = sorted((Path(folder) / "starts").glob("*.png"))
+    depths: list[np.ndarray | None] = []
+    for p in paths:
+        f = p.with_suffix(".depth.npy")
+        if not f.exists():
+            depths.append(None)
+            continue
+        d = np.load(f, allow_pickle=False).astype(np.float32)
+        if d.ndim != 2 or (size is not None and d.shape != (size, size)) or not np.isfinite(d).all() or (d < 0).any():
+            raise ValueError(f"{f}: expected finite depth >= 0 of shape {(size, size) if size else '(H, W)'}, got {d.shape}")
+        depths.append(d)
+    return depths
 
 
 def load_start_frames(folder, size: int | None = None) -> list[np.ndarray]:

@@ -32,7 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -93,6 +96,8 @@ class WorldTrainConfig:
     gate_weight: float = 0.5
     memory_styles: int = 1               # memory model: styles with memory renders (the first ones; ~30 ms a frame each)
     memory_cached_only: bool = False     # memory model: train on the episodes already rendered, render no more
+    camera_motion: str | None = None     # memory model: a learned camera (alaya train motion) copied into
+                                         # <out>/camera_motion/, which play then moves the memory's camera by
     starts: int = 6                      # start frames written to <out>/starts/ (episodes.write_start_frames)
     val_batches: int = 4                 # validation: this many fixed held-out batches ...
     val_batch_size: int = 32             # ... of this size
@@ -380,6 +385,16 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
     return model
 
 
+def ship_camera_motion(source: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    """A learned camera (a ``CameraMotion`` folder; loaded first, so a bad one fails here) copied
+    into the model folder ``out`` as ``camera_motion/``: the session's camera moves by it."""
+    from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
+    CameraMotion.from_pretrained(source)
+    target = Path(out) / CAMERA_MOTION_DIR
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    return target
+
+
 def _train_memory_world(model: WorldModel, cfg: WorldTrainConfig) -> WorldModel:
     """``train_world`` for a memory model (``alaya.train.world_memory_loss``): the rolling memory
     renders are cached first (``cache_memory``); no error bank or unrolled loss."""
@@ -422,7 +437,9 @@ def _train_memory_world(model: WorldModel, cfg: WorldTrainConfig) -> WorldModel:
     describe = {"world": json.loads(json.dumps(cfg.__dict__, default=lambda o: getattr(o, "__dict__", str(o))))}
     model = Trainer(model, tc, loss_fn, validate if held_out else None, describe).run()
     model.save_pretrained(cfg.out, trained={"data": cfg.data, "steps": tc.steps, "run_dir": tc.run_dir,
-                                            "memory": True, "init": cfg.init})
+                                            "memory": True, "init": cfg.init, "camera_motion": cfg.camera_motion})
+    if cfg.camera_motion:
+        ship_camera_motion(cfg.camera_motion, cfg.out)
     if cfg.starts > 0:
         write_start_frames(cfg.data, cfg.out, count=cfg.starts)
     return model

@@ -27,7 +27,7 @@ from gymnasium import spaces
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ActionError, check_actions
 from alaya.paths import default_weights
-from alaya.runtime.world_session import WorldSessionFactory, load_start_frames
+from alaya.runtime.world_session import WorldSessionFactory, load_start_depths, load_start_frames
 
 ENV_ID = "alaya/WorldModel-v0"
 ACTION_LOW = np.array([-1.0] * len(NAVIGATION) + [0.0] * (ACTION_DIM - len(NAVIGATION)), np.float32)
@@ -84,6 +84,7 @@ class WorldModelEnv(gym.Env):
                                                            backend=backend, prompt_encoder=encoder or shared_encoder(),
                                                            threads=threads)
         self.starts = load_start_frames(weights, size)
+        self.start_depths = load_start_depths(weights, size)
         self.prompt, self.max_steps = prompt, max_steps
         self.render_mode, self.reward_fn = render_mode, reward_fn
         self.observation_space = spaces.Box(0, 255, (size, size, 3), np.uint8)
@@ -107,7 +108,7 @@ class WorldModelEnv(gym.Env):
         noise_seed = int(self.np_random.integers(2**31))
         prompt = options.get("prompt", self.prompt)
         self.session = self.factory.new(prompt, noise_seed)
-        self.session.reset(self.starts[start])
+        self.session.reset(self.starts[start], depth=self.start_depths[start])
         self.frame, self.steps = self._keep(self.starts[start].copy()), 0
         return self.frame.copy(), {"start": start, "prompt": prompt, "seed": noise_seed}
 
