@@ -52,6 +52,7 @@ def train_world_from_args(a: argparse.Namespace, train):
     if a.memory:                       # scene-memory conditioning (docs/world.md, "Memory-conditioned model")
         model_cfg.memory, model_cfg.latent_channels = True, 80
         model_cfg.memory_max_points = a.memory_max_points
+        model_cfg.memory_sky_depth = a.memory_sky_depth
     if a.world_steps:
         model_cfg.steps = a.world_steps
     return train_world(WorldTrainConfig(
@@ -282,6 +283,10 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--memory", action="store_true",
                     help="world: a new model conditioned on the scene memory, generating RGB-D and a blend gate")
     tr.add_argument("--memory-max-points", type=int, default=100_000, help="world --memory: the memory's capacity")
+    tr.add_argument("--memory-sky-depth", type=float, default=0.0,
+                    help="world --memory, a play setting: the sky a frame shows goes into the memory as a backdrop "
+                         "this many metres away (0: the sky is not stored; 25 keeps a 128² frame's corners "
+                         "within the memory's 40 m)")
     tr.add_argument("--reset-prob", type=float, default=0.05,
                     help="world --memory: share of samples as a session's start (depth of the start frame)")
     tr.add_argument("--world-steps", type=int, default=None, help="world: sampling steps of a new model")
