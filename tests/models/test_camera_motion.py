@@ -114,3 +114,33 @@ def test_poses_chain_the_steps_from_a_level_start():
     delta, state = motion.step(np.zeros(8, np.float32), motion.initial_state(world_to_camera=P[0]))
     assert torch.allclose(P[1], delta @ P[0], atol=1e-6)
     assert torch.allclose(relative_motion(P)[1:], delta.expand(3, 4, 4), atol=1e-5)
+
+
+def test_no_action_at_rest_is_exactly_no_motion_and_the_height_is_tracked():
+    from alaya.models.camera_motion import MotionState, height_step
+    torch.manual_seed(0)
+    motion = CameraMotion(CameraMotionConfig(hidden=16))
+    with torch.no_grad():                                   # a network with a bias everywhere
+        for p in motion.net.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    state = motion.initial_state(pitch_degrees=-10.0)
+    for _ in range(50):
+        delta, state = motion.step(torch.zeros(8), state)
+        torch.testing.assert_close(delta, torch.eye(4), atol=1e-6, rtol=0)   # rest anchored: not a drift
+    assert float(state.height) == 0.0
+    row = torch.zeros(8)
+    row[0] = 1.0                                            # forward: the bias now moves it
+    P = torch.eye(4)
+    P[:3, :3] = torch.tensor([[0.0, -1.0, 0.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]])   # level, looking along +x
+    state = motion.initial_state(world_to_camera=P)
+    c0 = -(P[:3, :3].T @ P[:3, 3])
+    for _ in range(20):
+        delta, state = motion.step(row, state)
+        P = delta @ P
+    centre = -(P[:3, :3].T @ P[:3, 3])
+    assert abs(float(centre[2] - c0[2]) - float(state.height)) < 1e-4   # the state's height is the centre's
+    up = torch.nn.functional.normalize(torch.randn(3, 3), dim=-1)
+    twist = torch.zeros(3, 6)
+    twist[:, 3:] = up * 0.25                   # a delta translating points up by 0.25 m: the camera went down
+    torch.testing.assert_close(height_step(torch.zeros(3), twist, up), torch.full((3,), -0.25))
+    torch.testing.assert_close(MotionState(up=up, prev=torch.zeros(3, 6)).height, torch.zeros(3))

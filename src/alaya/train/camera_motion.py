@@ -95,22 +95,31 @@ class MotionEpisodes:
 
     def start_state(self, model: CameraMotion, from_poses: bool) -> MotionState:
         if from_poses and self.poses is not None:
-            return MotionState(up=up_in_camera(self.poses[:, 0]).float(), prev=torch.zeros(len(self.actions), 6))
+            return MotionState(up=up_in_camera(self.poses[:, 0]).float(), prev=torch.zeros(len(self.actions), 6),
+                               height=torch.zeros(len(self.actions)))
         return model.initial_state(batch=len(self.actions))
 
 
 @torch.no_grad()
-def rollout_states(model: CameraMotion, data: MotionEpisodes, from_poses: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def rollout_states(model: CameraMotion, data: MotionEpisodes,
+                   from_poses: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The states before each row, playing every episode's rows from its start: up (N, T + 1, 3),
-    prev (N, T + 1, 6); index t is the state row t is played from (index T: after the last)."""
+    prev (N, T + 1, 6), height (N, T + 1); index t is the state row t is played from (index T:
+    after the last)."""
     state = data.start_state(model, from_poses)
-    ups, prevs = [state.up, state.up], [state.prev, state.prev]          # row 0 is not played
-    for t in range(1, data.actions.shape[1]):
-        tw = model.twist(data.actions[:, t], state.up, state.prev)
-        state = MotionState(up=model.next_up(state.up, tw), prev=tw)
+    ups, prevs, heights = [state.up, state.up], [state.prev, state.prev], [state.height, state.height]
+    for t in range(1, data.actions.shape[1]):                          # row 0 is not played
+        _, state = model.step(data.actions[:, t], state)
         ups.append(state.up)
         prevs.append(state.prev)
-    return torch.stack(ups, 1), torch.stack(prevs, 1)
+        heights.append(state.height)
+    return torch.stack(ups, 1), torch.stack(prevs, 1), torch.stack(heights, 1)
+
+
+def recorded_heights(poses: torch.Tensor) -> torch.Tensor:
+    """(N, T) each recorded camera's height above the episode's first, along world z."""
+    centres = -(poses[..., :3, :3].transpose(-1, -2) @ poses[..., :3, 3:])[..., 0]
+    return (centres[..., 2] - centres[:, :1, 2]).float()
 
 
 # --- the photometric loss (Monodepth2) ---------------------------------------------------------
@@ -169,9 +178,9 @@ def _scaled_K(K: torch.Tensor, f: float) -> torch.Tensor:
 def frames_loss(model: CameraMotion, data: MotionEpisodes, states, e: torch.Tensor, t: torch.Tensor,
                 s: torch.Tensor, K: torch.Tensor, scales: int, source_min: bool = False) -> tuple[torch.Tensor, dict]:
     """The self-supervised loss of target frames t (2 <= ... <= length - 2) of episodes e, style s."""
-    ups, prevs = states
-    tw_in = model.twist(data.actions[e, t], ups[e, t], prevs[e, t])            # frame t-1 -> t
-    tw_out = model.twist(data.actions[e, t + 1], ups[e, t + 1], prevs[e, t + 1])  # frame t -> t+1
+    ups, prevs, heights = states
+    tw_in = model.twist(data.actions[e, t], ups[e, t], prevs[e, t], heights[e, t])            # frame t-1 -> t
+    tw_out = model.twist(data.actions[e, t + 1], ups[e, t + 1], prevs[e, t + 1], heights[e, t + 1])  # t -> t+1
     to_prev = gl_to_cv(torch.linalg.inv(twist_to_matrix(tw_in)))
     to_next = gl_to_cv(twist_to_matrix(tw_out))
     frames = [data.rgb[e, s, t + k].float() / 255 for k in (-1, 0, 1)]
@@ -191,16 +200,24 @@ def frames_loss(model: CameraMotion, data: MotionEpisodes, states, e: torch.Tens
 
 def poses_loss(model: CameraMotion, data: MotionEpisodes, targets: torch.Tensor, states,
                e: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """Smooth L1 between predicted and recorded twists of rows t, half from recorded states."""
-    ups, prevs = states
+    """Smooth L1 between predicted and recorded twists of rows t, half from recorded states. From
+    the model's own rollout (the other half) the target also takes the camera back to the recorded
+    height: its translation gains the height error along the new camera's world up, so the model
+    learns to hold the floor instead of drifting off it frame by frame."""
+    ups, prevs, heights = states
     rec_up = up_in_camera(data.poses[e, t - 1]).float()
     rec_prev = torch.where((t > 1)[:, None], targets[e, (t - 1).clamp_min(1)], torch.zeros(len(t), 6))
+    rec_height = recorded_heights(data.poses)[e, t - 1]
     own = torch.rand(len(t)) < 0.5
     up = torch.where(own[:, None], ups[e, t], rec_up)
     prev = torch.where(own[:, None], prevs[e, t], rec_prev)
-    pred = model.twist(data.actions[e, t], up, prev)
+    height = torch.where(own, heights[e, t], rec_height)
+    pred = model.twist(data.actions[e, t], up, prev, height)
+    target = targets[e, t].clone()
+    next_up = up_in_camera(data.poses[e, t]).float()
+    target[:, 3:] += ((height - rec_height) * own.float())[:, None] * next_up
     scale = model._scales()
-    return F.smooth_l1_loss(pred / scale, targets[e, t] / scale, beta=0.1)
+    return F.smooth_l1_loss(pred / scale, target / scale, beta=0.1)
 
 
 def _resolve_mode(cfg: MotionTrainConfig, data: MotionEpisodes) -> str:
@@ -292,6 +309,27 @@ def _errors(pred: torch.Tensor, true: torch.Tensor, mask: torch.Tensor) -> dict:
             "translation_m_mean": float(trans.mean()), "translation_m_median": float(trans.median())}
 
 
+def _centres(deltas: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    """(N, T, 3) camera centres of (N, T, 4, 4) deltas chained from the poses ``start`` (N, 4, 4)
+    (delta 0 is not played)."""
+    P, out = start.float(), []
+    for t in range(deltas.shape[1]):
+        if t > 0:
+            P = deltas[:, t] @ P
+        out.append(-(P[:, :3, :3].transpose(-1, -2) @ P[:, :3, 3:])[..., 0])
+    return torch.stack(out, 1)
+
+
+def _drift(pred: torch.Tensor, true: torch.Tensor, poses: torch.Tensor, length: torch.Tensor) -> dict:
+    """Where the chained motion puts the camera at each episode's last frame against the recorded
+    camera (m): the distance, and the height error alone (mean over episodes)."""
+    a, b = _centres(pred, poses[:, 0]), _centres(true, poses[:, 0])
+    last = (length - 1).clamp(min=0)
+    i = torch.arange(len(last))
+    err = a[i, last] - b[i, last]
+    return {"end_position_m_mean": float(err.norm(dim=-1).mean()), "end_height_m_mean": float(err[:, 2].abs().mean())}
+
+
 def _translation_scale(model: CameraMotion, data: MotionEpisodes) -> float:
     """Least-squares scale of the model's translations onto the recorded ones (frames mode learns
     translation up to scale)."""
@@ -304,13 +342,25 @@ def _translation_scale(model: CameraMotion, data: MotionEpisodes) -> float:
 def _play(model: CameraMotion, data: MotionEpisodes) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, T, 4, 4) deltas of each episode's rows played freely from its first recorded pose, and
     the mask (N, T) of real frames t >= 1."""
-    ups, prevs = rollout_states(model, data, from_poses=True)
+    ups, prevs, heights = rollout_states(model, data, from_poses=True)
     N, T = data.actions.shape[:2]
-    tw = model.twist(data.actions.reshape(-1, 8), ups[:, :T].reshape(-1, 3), prevs[:, :T].reshape(-1, 6))
+    tw = model.twist(data.actions.reshape(-1, 8), ups[:, :T].reshape(-1, 3), prevs[:, :T].reshape(-1, 6),
+                     heights[:, :T].reshape(-1))
     pred = twist_to_matrix(tw.reshape(N, T, 6))
     mask = torch.arange(T)[None] < data.length[:, None]
     mask[:, 0] = False
     return pred, mask
+
+
+def _rest_drift(model: CameraMotion, start: torch.Tensor, frames: int = 300) -> float:
+    """How far the camera moves (m, mean over the starts) in ``frames`` frames without an action."""
+    state = model.initial_state(world_to_camera=start.float())
+    deltas = [torch.eye(4).expand(len(start), 4, 4)]
+    for _ in range(frames - 1):
+        d, state = model.step(torch.zeros(len(start), 8), state)
+        deltas.append(d)
+    c = _centres(torch.stack(deltas, 1), start)
+    return float((c[:, -1] - c[:, 0]).norm(dim=-1).mean())
 
 
 @torch.no_grad()
@@ -333,6 +383,9 @@ def evaluate_motion(model: CameraMotion, root: str, split: str = "test", scale_f
            "model": _errors(pred, true, mask), "model_navigating": _errors(pred, true, nav),
            "constants": _errors(const, true, mask), "constants_navigating": _errors(const, true, nav),
            "no_motion": _errors(torch.eye(4).expand_as(true), true, mask),
+           "model_drift": _drift(pred, true, data.poses, data.length),
+           "constants_drift": _drift(const, true, data.poses, data.length),
+           "rest_drift_m": _rest_drift(model, data.poses[:, 0]),
            "fov_y_degrees": float(2 * torch.rad2deg(torch.atan(0.5 / model.log_focal.exp()))),
            "true_fov_y_degrees": (float(2 * math.degrees(math.atan(0.5 * data.size[0] / float(data.K[1, 1]))))
                                   if data.K is not None else None)}
