@@ -63,7 +63,7 @@ def train_world_from_args(a: argparse.Namespace, train):
         unroll=a.unroll, unroll_batch=a.unroll_batch, unroll_weight=a.unroll_weight,
         unroll_still_prob=a.unroll_still_prob, reset_prob=a.reset_prob,
         memory_cached_only=a.memory_cached_only, depth_weight=a.depth_weight, gate_weight=a.gate_weight,
-        camera_motion=a.camera_motion, train=train))
+        camera_motion=a.camera_motion, memory_degrade=a.memory_degrade, train=train))
 
 
 def train_motion_from_args(a: argparse.Namespace, train):
@@ -295,5 +295,8 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--camera-motion", default=None,
                     help="world --memory: a learned camera folder (alaya train motion, e.g. weights/camera_motion) "
                          "shipped inside the model folder; play moves the memory's camera by it")
+    tr.add_argument("--memory-degrade", type=float, default=0.0,
+                    help="world --memory: share of samples whose memory shows, at a random side, what play's memory "
+                         "holds there (the model's own blurred, misplaced, pinholed frames)")
     tr.add_argument("--memory-cached-only", action="store_true",
                     help="world --memory: train on the episodes whose memory renders are cached, render no more")

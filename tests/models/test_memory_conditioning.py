@@ -169,7 +169,7 @@ def test_memory_training_runs_resumes_and_saves(episodes, tmp_path):
     from alaya.train.world import WorldTrainConfig, train_world
     run = tmp_path / "run"
     cfg = WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=TINY, error_prob=0.0,
-                           still_prob=0.3, reset_prob=0.3, val_batches=1, val_batch_size=4,
+                           still_prob=0.3, reset_prob=0.3, memory_degrade=0.5, val_batches=1, val_batch_size=4,
                            train=TrainConfig(run_dir=str(run), steps=2, batch_size=4, log_every=1, val_every=2,
                                              ckpt_every=2, progress=False))
     train_world(cfg)
@@ -327,3 +327,22 @@ def test_a_memory_model_ships_its_learned_camera(episodes, tmp_path):
     assert factory.camera_motion is not None and factory.new().camera_motion is factory.camera_motion
     with pytest.raises(FileNotFoundError):
         ship_camera_motion(tmp_path / "nothing", tmp_path / "model")
+
+
+def test_a_degraded_memory_band_is_soft_misplaced_and_pinholed_and_the_rest_untouched():
+    from alaya.train.world_memory_loss import degrade_memory
+    rng = np.random.default_rng(0)
+    rgb = torch.rand(3, 3, 32, 32)
+    cov, depth = torch.ones(3, 1, 32, 32), torch.full((3, 1, 32, 32), 4.0)
+    which = np.array([True, False, True])
+    r2, c2, d2 = degrade_memory(rgb, cov, depth, rng, which)
+    assert torch.equal(r2[1], rgb[1]) and torch.equal(c2[1], cov[1]) and torch.equal(d2[1], depth[1])
+    assert torch.equal(cov, torch.ones(3, 1, 32, 32))                    # pure: the inputs are kept
+    for b in (0, 2):
+        changed = (r2[b] != rgb[b]).any(0)
+        assert 0.05 < float(changed.float().mean()) < 0.5                # a band, not the view
+        holes = c2[b, 0] == 0
+        assert holes.any() and (holes <= changed).all() and (d2[b, 0][holes] == 0).all()
+        assert (r2[b][:, holes] == 0).all()
+        kept = changed & ~holes
+        assert float(r2[b][:, kept].std()) < float(rgb[b][:, kept].std())   # blurred: less detail

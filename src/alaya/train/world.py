@@ -92,6 +92,9 @@ class WorldTrainConfig:
     reset_prob: float = 0.05             # memory model: share of samples as a session's start (empty memory,
                                          # depth unknown: the model predicts the start frame's depth)
     gate_tolerance: float = 0.04         # memory model: the gate's target is 1 where the memory is this close
+    memory_degrade: float = 0.0          # memory model: share of samples whose memory shows, in a band where
+                                         # new content enters the view, what play's memory holds there: the
+                                         # model's own blurred, misplaced, pinholed frames (degrade_memory)
     depth_weight: float = 1.0            # memory model: loss weights of the disparity and gate channels
     gate_weight: float = 0.5
     memory_styles: int = 1               # memory model: styles with memory renders (the first ones; ~30 ms a frame each)

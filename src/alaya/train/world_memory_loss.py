@@ -14,6 +14,13 @@ One frame n of one recorded episode, in a style with cached memory renders (``wo
 * standing still (``still_prob``): target, context and memory are frame n-1 (memory: that frame
   where it has geometry, as a session's memory is once it stood a frame), no actions, gate 1
   where covered;
+* degraded memory (``memory_degrade``): in play the memory's newest parts are the model's own
+  frames (inserted where the memory had holes: at the side a turn or a strafe uncovers, at the
+  floor a walk uncovers), blurred by the one-step mean, misplaced by guessed depth and pinholed;
+  the true frames of the rolling renders never look like that. On this share of the samples a
+  band of the memory at a random side (10-45% of the view) is made so (``degrade_memory``); the
+  gate's target there is then 0 wherever it is wrong, so the model learns to repair it instead
+  of keeping it;
 * reset (``reset_prob``): what a session does with its start frame: an empty memory, one context
   frame with unknown depth (disparity 0), no actions; the target is that frame with its depth, so
   the model learns to predict a start frame's depth.
@@ -99,6 +106,40 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
     return rgb, depth, ctx, valid, rows, style, (mrgb, mcov, mdepth), target
 
 
+def degrade_memory(rgb: torch.Tensor, cov: torch.Tensor, depth: torch.Tensor, rng: np.random.Generator,
+                   which: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The memory renders (B, 3 | 1 | 1, H, W) with, for the samples ``which`` (B,) bool, a band at
+    a random side (10-45% of the view) replaced by what play's memory holds there: the render
+    blurred (5x5 box, the one-step mean's softness), shifted by up to 3 pixels each way (depth
+    guessed wrong), its colour scaled by 0.85-1.15 per channel, and a fifth to a half of its
+    pixels uncovered (pinholes). Pure: new tensors."""
+    import torch.nn.functional as F
+    rgb, cov, depth = rgb.clone(), cov.clone(), depth.clone()
+    B, _, H, W = rgb.shape
+    for b in np.nonzero(which)[0]:
+        side, frac = int(rng.integers(4)), float(rng.uniform(0.10, 0.45))
+        band = torch.zeros(H, W, dtype=torch.bool)
+        n = max(1, int(round(frac * (W if side < 2 else H))))
+        if side == 0:
+            band[:, :n] = True
+        elif side == 1:
+            band[:, W - n:] = True
+        elif side == 2:
+            band[H - n:] = True
+        else:
+            band[:n] = True
+        dx, dy = (int(v) for v in rng.integers(-3, 4, size=2))
+        soft = F.avg_pool2d(F.pad(rgb[b:b + 1], (2, 2, 2, 2), mode="replicate"), 5, stride=1)[0]
+        soft = torch.roll(soft, (dy, dx), (1, 2)) * torch.from_numpy(rng.uniform(0.85, 1.15, (3, 1, 1))).float()
+        keep = torch.from_numpy(rng.random((H, W)) >= rng.uniform(0.2, 0.5))
+        region = band & (cov[b, 0] > 0.5)
+        rgb[b][:, region] = soft.clamp(0, 1)[:, region]
+        holes = region & ~keep
+        cov[b, 0][holes], depth[b, 0][holes] = 0.0, 0.0
+        rgb[b][:, holes] = 0.0
+    return rgb, cov, depth
+
+
 def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, weights: torch.Tensor, index: int,
                       batch_size: int, seed: int) -> tuple[torch.Tensor, dict]:
     """Flow matching of frame n's RGB-D and gate given the memory, as the module docstring says."""
@@ -107,6 +148,8 @@ def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, wei
     e = rng.integers(n_ep, size=batch_size)
     st = rng.integers(mem.renders.styles, size=batch_size)
     rgb, depth, ctx, valid, rows, style, (mrgb, mcov, mdepth), target = memory_batch(data, mem, cfg, rng, e, st, T)
+    if cfg.memory_degrade > 0:
+        mrgb, mcov, mdepth = degrade_memory(mrgb, mcov, mdepth, rng, rng.random(len(e)) < cfg.memory_degrade)
     core = model.module if hasattr(model, "module") else model
     B = len(e)
     gate = gate_target(mrgb, mcov, rgb, cfg.gate_tolerance)
