@@ -385,6 +385,19 @@ def write_start_frames(root: str | os.PathLike[str], folder: str | os.PathLike[s
     return paths
 
 
+def read_start_depth(start: str | os.PathLike[str], size: int | None = None) -> np.ndarray | None:
+    """The recorded depth shipped beside a start frame ``NN_<episode>_<style>.png``
+    (``write_start_frames``' ``.depth.npy``) as float32 (H, W) metres, None if there is none;
+    checked: 2-D, ``size`` x ``size`` if given, finite, >= 0."""
+    f = Path(start).with_suffix(".depth.npy")
+    if not f.exists():
+        return None
+    d = np.load(f, allow_pickle=False).astype(np.float32)
+    if d.ndim != 2 or (size is not None and d.shape != (size, size)) or not np.isfinite(d).all() or (d < 0).any():
+        raise ValueError(f"{f}: expected finite depth >= 0 of shape {(size, size) if size else '(H, W)'}, got {d.shape}")
+    return d
+
+
 def view_pitch_degrees(world_to_camera) -> np.ndarray:
     """Camera pitch (up positive, degrees) of ``world_to_camera`` view matrices (..., 4, 4) as
     episodes store them (OpenGL: the camera looks down its -z axis; world z is up)."""

@@ -82,6 +82,7 @@ def start_scenes(weights: str | os.PathLike[str], size: int, data: str | os.Path
     start frame: the shipped one at ``size``, else the game's frame 0, with its depth (the
     shipped ``.depth.npy`` beside the shipped frame, else the game's; ``start_depth=False``: none,
     the session predicts it)."""
+    from alaya.data.episodes import read_start_depth
     from alaya.engine.styles import get_style
     paths = sorted((Path(weights) / "starts").glob("*.png"))
     if not paths:
@@ -105,9 +106,9 @@ def start_scenes(weights: str | os.PathLike[str], size: int, data: str | os.Path
         start, start_psnr, depth = game_frame, None, game_depth
         if shipped.shape == game_frame.shape:
             start, start_psnr = shipped, float(psnr_frames(shipped[None], game_frame[None])[0])
-            shipped_depth = p.with_suffix(".depth.npy")
-            if shipped_depth.exists():
-                depth = np.load(shipped_depth, allow_pickle=False).astype(np.float32)
+            shipped_depth = read_start_depth(p, size)
+            if shipped_depth is not None:
+                depth = shipped_depth
         scenes.append(Scene(f"{episode}_{style}", seed, style, get_style(style).phrasings[0], start, start_psnr,
                             depth if start_depth else None))
     return scenes

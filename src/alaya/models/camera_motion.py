@@ -136,6 +136,11 @@ def up_in_camera(world_to_camera: torch.Tensor) -> torch.Tensor:
     return world_to_camera[..., :3, 2]
 
 
+def camera_centre(world_to_camera: torch.Tensor) -> torch.Tensor:
+    """(..., 4, 4) view matrices -> (..., 3) the cameras' centres in world coordinates (-R^T t)."""
+    return -(world_to_camera[..., :3, :3].transpose(-1, -2) @ world_to_camera[..., :3, 3:])[..., 0]
+
+
 def up_from_pitch(pitch_degrees: torch.Tensor) -> torch.Tensor:
     """(B,) camera pitch (+ up) -> (B, 3) world up in a level-rolled GL camera's coordinates."""
     p = torch.deg2rad(pitch_degrees.float())

@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from alaya.models.camera_motion import camera_centre
 from alaya.models.view_warp import camera_rotation
 
 IMAGE_CHANNELS = 5            # rgb, disparity, gate
@@ -115,10 +116,8 @@ def floor_depth(K: torch.Tensor, world_to_camera: torch.Tensor, H: int, W: int, 
     ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
     rays = _GL @ torch.linalg.inv(K.float()) @ torch.stack([xs.flatten(), ys.flatten(), torch.ones(H * W)])
     view = world_to_camera.float()
-    R, t = view[:3, :3], view[:3, 3]
-    centre_z = float((-R.T @ t)[2])
-    down = (R.T @ rays)[2]                       # world z per unit of view depth
-    height = centre_z - floor_z
+    down = (view[:3, :3].T @ rays)[2]            # world z per unit of view depth
+    height = float(camera_centre(view)[2]) - floor_z
     depth = torch.where((down < -1e-6) & (height > 0), height / (-down).clamp(min=1e-6), torch.zeros_like(down))
     return torch.where(depth > MAX_DEPTH, torch.zeros_like(depth), depth).reshape(H, W)
 

@@ -306,18 +306,9 @@ def load_start_depths(folder, size: int | None = None) -> list[np.ndarray | None
     from ``<stem>.depth.npy`` beside ``<stem>.png`` (``write_start_frames`` writes them where the
     episodes have depth), None where there is none (the memory model then predicts it)."""
     from pathlib import Path
-    paths = sorted((Path(folder) / "starts").glob("*.png"))
-    depths: list[np.ndarray | None] = []
-    for p in paths:
-        f = p.with_suffix(".depth.npy")
-        if not f.exists():
-            depths.append(None)
-            continue
-        d = np.load(f, allow_pickle=False).astype(np.float32)
-        if d.ndim != 2 or (size is not None and d.shape != (size, size)) or not np.isfinite(d).all() or (d < 0).any():
-            raise ValueError(f"{f}: expected finite depth >= 0 of shape {(size, size) if size else '(H, W)'}, got {d.shape}")
-        depths.append(d)
-    return depths
+
+    from alaya.data.episodes import read_start_depth
+    return [read_start_depth(p, size) for p in sorted((Path(folder) / "starts").glob("*.png"))]
 
 
 def load_start_frames(folder, size: int | None = None) -> list[np.ndarray]:

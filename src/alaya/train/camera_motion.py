@@ -38,9 +38,9 @@ from tqdm import tqdm
 
 from alaya.data.episodes import EpisodeDataset
 from alaya.io import atomic_write_text
-from alaya.models.camera_motion import (CameraMotion, CameraMotionConfig, MotionState, constant_motion, gl_to_cv,
-                                        matrix_to_axis_angle, matrix_to_twist, relative_motion, twist_to_matrix,
-                                        up_in_camera)
+from alaya.models.camera_motion import (CameraMotion, CameraMotionConfig, MotionState, camera_centre, constant_motion,
+                                        gl_to_cv, matrix_to_axis_angle, matrix_to_twist, relative_motion,
+                                        twist_to_matrix, up_in_camera)
 from alaya.models.view_warp import warp_depth
 from alaya.train.loop import TrainConfig
 
@@ -79,6 +79,7 @@ class MotionEpisodes:
         self.actions = torch.from_numpy(np.stack([pad(e["actions"], 0) for e in eps]))
         has_poses = all("world_to_camera" in e for e in eps)
         self.poses = torch.from_numpy(np.stack([pad(e["world_to_camera"], 1) for e in eps])) if has_poses else None
+        self.heights = recorded_heights(self.poses) if has_poses else None     # (N, T), for poses_loss
         self.K = torch.from_numpy(eps[0]["K"]) if "K" in eps[0] else None
         self.rgb = None
         if frames:
@@ -118,8 +119,8 @@ def rollout_states(model: CameraMotion, data: MotionEpisodes,
 
 def recorded_heights(poses: torch.Tensor) -> torch.Tensor:
     """(N, T) each recorded camera's height above the episode's first, along world z."""
-    centres = -(poses[..., :3, :3].transpose(-1, -2) @ poses[..., :3, 3:])[..., 0]
-    return (centres[..., 2] - centres[:, :1, 2]).float()
+    z = camera_centre(poses)[..., 2]
+    return (z - z[:, :1]).float()
 
 
 # --- the photometric loss (Monodepth2) ---------------------------------------------------------
@@ -207,7 +208,7 @@ def poses_loss(model: CameraMotion, data: MotionEpisodes, targets: torch.Tensor,
     ups, prevs, heights = states
     rec_up = up_in_camera(data.poses[e, t - 1]).float()
     rec_prev = torch.where((t > 1)[:, None], targets[e, (t - 1).clamp_min(1)], torch.zeros(len(t), 6))
-    rec_height = recorded_heights(data.poses)[e, t - 1]
+    rec_height = data.heights[e, t - 1]
     own = torch.rand(len(t)) < 0.5
     up = torch.where(own[:, None], ups[e, t], rec_up)
     prev = torch.where(own[:, None], prevs[e, t], rec_prev)
@@ -316,7 +317,7 @@ def _centres(deltas: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
     for t in range(deltas.shape[1]):
         if t > 0:
             P = deltas[:, t] @ P
-        out.append(-(P[:, :3, :3].transpose(-1, -2) @ P[:, :3, 3:])[..., 0])
+        out.append(camera_centre(P))
     return torch.stack(out, 1)
 
 
