@@ -140,7 +140,7 @@ class WorldSession:
         """world_to_camera (4, 4) of frame n, where the memory is rendered and the frame inserted:
         the learned camera's chained motion when the session has one, else the fixed kinematics
         (dead-reckoned pose, tracked pitch). Both start at eye height over the floor z = 0."""
-        if self.camera_motion is not None and self.frame_index > 0:
+        if self.camera_motion is not None:          # chained from the start camera (_reset_memory)
             return self._motion_view
         return kinematic_view(self.pose, self.pitch, self.model.config.eye_height)
 

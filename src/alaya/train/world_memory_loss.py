@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
 from alaya.models.memory_conditioning import frame_image, gate_target, memory_latent, to_latent
@@ -113,7 +114,6 @@ def degrade_memory(rgb: torch.Tensor, cov: torch.Tensor, depth: torch.Tensor, rn
     blurred (5x5 box, the one-step mean's softness), shifted by up to 3 pixels each way (depth
     guessed wrong), its colour scaled by 0.85-1.15 per channel, and a fifth to a half of its
     pixels uncovered (pinholes). Pure: new tensors."""
-    import torch.nn.functional as F
     rgb, cov, depth = rgb.clone(), cov.clone(), depth.clone()
     B, _, H, W = rgb.shape
     for b in np.nonzero(which)[0]:
