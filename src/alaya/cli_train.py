@@ -25,11 +25,29 @@ GUIDED_DECODER_OPTIONS = (
                            "help": "guided-decoder: residual blocks at full resolution (added at zero to --init's)"}),
     ("--sky-gain", {"action": "store_true",
                     "help": "guided-decoder: the head also outputs a colour for the sky's stars (the guide's star channel)"}),
+    ("--style-weights", {"default": None,
+                         "help": "guided-decoder: oversample styles, e.g. 'neon_night=3,foggy=2' (others weigh 1)"}),
     ("--adversarial-weight", {"type": float, "default": 0.0,
                               "help": "guided-decoder: weight of a conditional patch critic's hinge loss (0: none)"}),
     ("--adversarial-start", {"type": int, "default": 250,
                              "help": "guided-decoder: the step from which the decoder fits the critic"}),
 )
+
+
+def parse_style_weights(text: str | None) -> dict[str, float] | None:
+    """'neon_night=3,foggy=2' -> {'neon_night': 3.0, 'foggy': 2.0}; None or '' -> None."""
+    if not text:
+        return None
+    out = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ValueError(f"--style-weights: expected 'style=weight' items separated by commas, got {item!r}")
+    return out
 
 
 def _train(a: argparse.Namespace) -> int:
@@ -72,6 +90,7 @@ def _train(a: argparse.Namespace) -> int:
             gradient_weight=a.gradient_weight, init=a.init, albedo_gain=a.albedo_gain, sky_gain=a.sky_gain,
             full_res_blocks=a.full_res_blocks,
             detail_weight=a.detail_weight, detail_loss=a.detail_loss,
+            style_weights=parse_style_weights(a.style_weights),
             adversarial_weight=a.adversarial_weight, adversarial_start=a.adversarial_start, train=train))
     elif a.what == "world":
         from alaya.cli_world import train_world_from_args

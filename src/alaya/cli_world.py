@@ -72,6 +72,7 @@ def train_motion_from_args(a: argparse.Namespace, train):
     from alaya.models.camera_motion import CameraMotionConfig
     from alaya.train.camera_motion import MotionTrainConfig, train_motion
     return train_motion(MotionTrainConfig(data=a.data, out=a.out or "weights/camera_motion", mode=a.motion_mode,
+                                          rest_weight=a.motion_rest_weight,
                                           model=CameraMotionConfig(fov_y_degrees=a.motion_fov), train=train))
 
 
@@ -280,6 +281,9 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--motion-fov", type=float, default=60.0,
                     help="motion: the vertical field of view (degrees) the focal length starts from where the "
                          "data has no K")
+    tr.add_argument("--motion-rest-weight", type=float, default=10.0,
+                    help="motion (poses): weight of the samples whose recorded camera is at rest (stops are rare "
+                         "in play data; a camera that coasts after one shakes a still view)")
     tr.add_argument("--memory", action="store_true",
                     help="world: a new model conditioned on the scene memory, generating RGB-D and a blend gate")
     tr.add_argument("--memory-max-points", type=int, default=100_000, help="world --memory: the memory's capacity")

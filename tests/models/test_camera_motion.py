@@ -128,6 +128,9 @@ def test_no_action_at_rest_is_exactly_no_motion_and_the_height_is_tracked():
         delta, state = motion.step(torch.zeros(8), state)
         torch.testing.assert_close(delta, torch.eye(4), atol=1e-6, rtol=0)   # rest anchored: not a drift
     assert float(state.height) == 0.0
+    off_level = MotionState(up=state.up, prev=torch.zeros(1, 6), height=torch.tensor([0.7]))
+    delta, _ = motion.step(torch.zeros(8), off_level)      # stopped off the start's level: still at rest
+    torch.testing.assert_close(delta, torch.eye(4), atol=1e-6, rtol=0)
     row = torch.zeros(8)
     row[0] = 1.0                                            # forward: the bias now moves it
     P = torch.eye(4)

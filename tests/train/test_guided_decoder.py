@@ -111,3 +111,20 @@ def test_with_a_critic_and_an_init_it_resumes_exactly_and_starts_from_the_init(t
     g = torch.rand(1, GUIDE_CHANNELS, 16, 16)
     start.eval()
     assert torch.allclose(fresh(z, None, g)[0], start(z, None, g)[0], atol=1e-6)
+
+
+def test_style_weights_oversample_a_style_and_bad_ones_are_named():
+    import pytest
+
+    from alaya.cli_train import parse_style_weights
+    from alaya.train.guided_decoder import style_probabilities
+    styles = ["clear_noon", "neon_night", "toon"]
+    p = style_probabilities(styles, parse_style_weights("neon_night=3"))
+    np.testing.assert_allclose(p, [0.2, 0.6, 0.2])
+    assert style_probabilities(styles, None) is None and parse_style_weights("") is None
+    with pytest.raises(ValueError, match="unknown style.*neon"):
+        style_probabilities(styles, {"neon": 2.0})
+    with pytest.raises(ValueError, match="style_weights"):
+        style_probabilities(styles, {"toon": -1.0})
+    with pytest.raises(ValueError, match="--style-weights.*'neon_night'"):
+        parse_style_weights("neon_night")

@@ -62,9 +62,10 @@ class CameraMotionConfig:
     depth_grid: int = 8                 # the learned depth prior's residual, depth_grid^2 cells
     eye_height: float = 1.0             # the prior's floor below the camera (its scale: see the docstring)
     far: float = 20.0                   # the prior's depth of what is not floor, at the start
-    rest_anchored: bool = True          # no action and no previous motion is exactly no motion: the
-                                        # network's output there is subtracted (else its small bias
-                                        # moves a standing camera, 0.5 m down in 200 frames)
+    rest_anchored: bool = True          # no action and no previous motion is exactly no motion, at any
+                                        # height: the network's output there is subtracted (else its small
+                                        # bias moves a standing camera, 0.5 m down in 200 frames, and a
+                                        # height correction bobs it after a walk stops)
     height_input: bool = True           # the network sees the camera's height above its start, so it
                                         # can learn to come back to the floor (trained on rollouts with a
                                         # height-correcting target: walking otherwise drifts ~2 m in 300 frames)
@@ -213,9 +214,9 @@ class CameraMotion(nn.Module):
         rows, up = rows.float(), up.float()
         height = torch.zeros(len(rows)) if height is None else height.float()
         out = self.net(self._features(rows, up, prev.float(), height))
-        if self.config.rest_anchored:     # at rest (no row, no momentum, on the start's level): exactly 0
-            zero = torch.zeros(len(rows))
-            out = out - self.net(self._features(torch.zeros_like(rows), up, torch.zeros_like(prev, dtype=torch.float32), zero))
+        if self.config.rest_anchored:     # at rest (no row, no momentum), at any height: exactly 0
+            out = out - self.net(self._features(torch.zeros_like(rows), up, torch.zeros_like(prev, dtype=torch.float32),
+                                                height))
         return out * self._scales()
 
     def _features(self, rows: torch.Tensor, up: torch.Tensor, prev: torch.Tensor, height: torch.Tensor) -> torch.Tensor:

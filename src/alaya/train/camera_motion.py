@@ -45,6 +45,7 @@ from alaya.models.view_warp import warp_depth
 from alaya.train.loop import TrainConfig
 
 MODES = ("auto", "poses", "frames")
+MOVING = 1e-4     # a recorded twist (rad, m) above this in any part: the camera moves (no rest frame)
 STATIC = 0.02      # auto-masking without the minimum: a pixel is static when unwarped it is this close
 
 
@@ -57,6 +58,7 @@ class MotionTrainConfig:
     refresh: int = 25                  # steps between rollouts of the states
     scales: int = 5                    # frames: pyramid levels (64 px down to 4 px; 3 missed 15-degree turns)
     learn_intrinsics: bool | None = None   # None: learn the focal length when the data has no K
+    rest_weight: float = 1.0           # poses: weight of samples whose recorded camera is at rest
     source_min: bool = False           # frames: Monodepth2's per-pixel minimum over the sources (reprojection_loss)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/camera_motion", steps=1500,
                                                                     batch_size=32, lr=3e-3))
@@ -200,11 +202,15 @@ def frames_loss(model: CameraMotion, data: MotionEpisodes, states, e: torch.Tens
 
 
 def poses_loss(model: CameraMotion, data: MotionEpisodes, targets: torch.Tensor, states,
-               e: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+               e: torch.Tensor, t: torch.Tensor, rest_weight: float = 1.0) -> torch.Tensor:
     """Smooth L1 between predicted and recorded twists of rows t, half from recorded states. From
     the model's own rollout (the other half) the target also takes the camera back to the recorded
-    height: its translation gains the height error along the new camera's world up, so the model
-    learns to hold the floor instead of drifting off it frame by frame."""
+    height while the recorded camera moves: its translation gains the height error along the new
+    camera's world up, so the model learns to hold the floor instead of drifting off it frame by
+    frame. A recorded camera at rest stays at rest (a correction there would move a player who
+    has stopped), and its samples weigh ``rest_weight``: stops are rare in the data (most frames
+    without an action are a jump's flight), and a camera that coasts after a stop shakes a still
+    view."""
     ups, prevs, heights = states
     rec_up = up_in_camera(data.poses[e, t - 1]).float()
     rec_prev = torch.where((t > 1)[:, None], targets[e, (t - 1).clamp_min(1)], torch.zeros(len(t), 6))
@@ -216,9 +222,12 @@ def poses_loss(model: CameraMotion, data: MotionEpisodes, targets: torch.Tensor,
     pred = model.twist(data.actions[e, t], up, prev, height)
     target = targets[e, t].clone()
     next_up = up_in_camera(data.poses[e, t]).float()
-    target[:, 3:] += ((height - rec_height) * own.float())[:, None] * next_up
+    moving = targets[e, t].abs().amax(-1) > MOVING
+    target[:, 3:] += ((height - rec_height) * (own & moving).float())[:, None] * next_up
     scale = model._scales()
-    return F.smooth_l1_loss(pred / scale, target / scale, beta=0.1)
+    per_sample = F.smooth_l1_loss(pred / scale, target / scale, beta=0.1, reduction="none").mean(-1)
+    weight = torch.where(moving, 1.0, rest_weight)
+    return (weight * per_sample).sum() / weight.sum()
 
 
 def _resolve_mode(cfg: MotionTrainConfig, data: MotionEpisodes) -> str:
@@ -271,7 +280,7 @@ def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
         e = torch.randint(len(data.actions), (tr.batch_size,), generator=g)
         t = lo + (torch.rand(tr.batch_size, generator=g) * (hi[e] - lo)).long()
         if mode == "poses":
-            loss, info = poses_loss(model, data, targets, states, e, t), {}
+            loss, info = poses_loss(model, data, targets, states, e, t, cfg.rest_weight), {}
         else:
             s = torch.randint(data.rgb.shape[1], (tr.batch_size,), generator=g)
             K = data.K.float() if (data.K is not None and not learn_K) else model.intrinsics(*data.size)
@@ -364,6 +373,20 @@ def _rest_drift(model: CameraMotion, start: torch.Tensor, frames: int = 300) -> 
     return float((c[:, -1] - c[:, 0]).norm(dim=-1).mean())
 
 
+def _settle_drift(model: CameraMotion, start: torch.Tensor, walk: int = 30, rest: int = 100) -> float:
+    """How far the camera moves (m, mean over the starts) in ``rest`` frames without an action
+    after ``walk`` frames forward: a player who stops stands still in the game."""
+    state = model.initial_state(world_to_camera=start.float())
+    forward = torch.zeros(len(start), 8)
+    forward[:, 0] = 1.0
+    deltas = []
+    for i in range(walk + rest):
+        d, state = model.step(forward if i < walk else torch.zeros_like(forward), state)
+        deltas.append(d)
+    c = _centres(torch.stack(deltas, 1), start)
+    return float((c[:, -1] - c[:, walk - 1]).norm(dim=-1).mean())
+
+
 @torch.no_grad()
 def evaluate_motion(model: CameraMotion, root: str, split: str = "test", scale_from: str | None = None) -> dict:
     """Rotation and translation errors per frame on ``split`` (free rollouts from each episode's
@@ -387,6 +410,7 @@ def evaluate_motion(model: CameraMotion, root: str, split: str = "test", scale_f
            "model_drift": _drift(pred, true, data.poses, data.length),
            "constants_drift": _drift(const, true, data.poses, data.length),
            "rest_drift_m": _rest_drift(model, data.poses[:, 0]),
+           "settle_drift_m": _settle_drift(model, data.poses[:, 0]),
            "fov_y_degrees": float(2 * torch.rad2deg(torch.atan(0.5 / model.log_focal.exp()))),
            "true_fov_y_degrees": (float(2 * math.degrees(math.atan(0.5 * data.size[0] / float(data.K[1, 1]))))
                                   if data.K is not None else None)}

@@ -75,6 +75,7 @@ class GuidedDecoderTrainConfig:
     full_res_blocks: int | None = None      # residual blocks at full resolution (None: the decoder's own)
     detail_weight: float = 0.0              # weight of the detail term
     detail_loss: str = "energy"             # "energy": detail_energy_l1; "relative_power": detail_power_l1
+    style_weights: dict[str, float] | None = None   # a style's share of samples over the others' (default 1)
     adversarial_weight: float = 0.0         # 0: no critic
     adversarial_start: int = 250            # the step from which the decoder fits the critic
     critic: PatchCriticConfig | None = None
@@ -124,6 +125,20 @@ def psnr(x: torch.Tensor, y: torch.Tensor) -> float:
     return float(10 * torch.log10(1 / ((x.clamp(0, 1) - y) ** 2).mean().clamp(min=1e-10)))
 
 
+def style_probabilities(styles: list[str], weights: dict[str, float] | None) -> np.ndarray | None:
+    """Sampling probabilities over ``styles`` from per-style weights (unnamed styles weigh 1);
+    None without weights (uniform, drawn as before)."""
+    if not weights:
+        return None
+    unknown = sorted(set(weights) - set(styles))
+    if unknown:
+        raise ValueError(f"style_weights: unknown style(s) {unknown}; the data has {styles}")
+    w = np.array([float(weights.get(s, 1.0)) for s in styles])
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError(f"style_weights: expected finite weights >= 0 with a positive sum, got {weights}")
+    return w / w.sum()
+
+
 class GuidedClips:
     """A split in memory: reference frames (N, S, T, 3, H, W) uint8, guides (N, T, G, H, W)
     float16 and the student's latents (N, S, T, C, h, w) float16."""
@@ -144,6 +159,7 @@ class GuidedClips:
         self.rgb, self.guides = torch.stack(rgb), torch.stack(guides)
         self.phrasings = {s: meta.styles[s]["phrasings"] for s in self.styles}
         self.latents = self._latents(cfg, split, ds, run_dir, progress)
+        self.style_p = style_probabilities(self.styles, cfg.style_weights) if split == "train" else None
 
     def _latents(self, cfg, split: str, ds: ClipDataset, run_dir: Path, progress: bool) -> torch.Tensor:
         path = run_dir / f"latents_{split}.safetensors"
@@ -173,7 +189,9 @@ class GuidedClips:
         targets (B, 2, 3, H, W) in [0, 1]; a pure function of (seed, step)."""
         N, S, T = self.rgb.shape[:3]
         rng = np.random.default_rng([seed, step])
-        c, s, f = rng.integers(N, size=size), rng.integers(S, size=size), rng.integers(1, T, size=size)
+        c = rng.integers(N, size=size)
+        s = rng.integers(S, size=size) if self.style_p is None else rng.choice(S, size=size, p=self.style_p)
+        f = rng.integers(1, T, size=size)
         frames = np.stack([f - 1, f], 1)
         ci, si = c[:, None], s[:, None]
         guide = self.guides[ci, frames].float()
@@ -279,7 +297,7 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
         trained = {"steps": tc.steps, "batch_size": tc.batch_size, "data": cfg.data, "student": cfg.student,
                    "student_backend": cfg.backend, "train_clips": len(train.ids), "run_dir": tc.run_dir,
                    "gradient_weight": cfg.gradient_weight, "detail_weight": cfg.detail_weight,
-                   "detail_loss": cfg.detail_loss, "init": cfg.init,
+                   "detail_loss": cfg.detail_loss, "init": cfg.init, "style_weights": cfg.style_weights,
                    "albedo_gain": cfg.albedo_gain, "sky_gain": cfg.sky_gain,
                    "full_res_blocks": decoder.config.full_res_blocks,
                    "adversarial_weight": cfg.adversarial_weight, "adversarial_start": cfg.adversarial_start}
