@@ -281,7 +281,7 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--motion-fov", type=float, default=60.0,
                     help="motion: the vertical field of view (degrees) the focal length starts from where the "
                          "data has no K")
-    tr.add_argument("--motion-rest-weight", type=float, default=10.0,
+    tr.add_argument("--motion-rest-weight", type=float, default=30.0,
                     help="motion (poses): weight of the samples whose recorded camera is at rest (stops are rare "
                          "in play data; a camera that coasts after one shakes a still view)")
     tr.add_argument("--memory", action="store_true",

@@ -303,7 +303,8 @@ def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
         metrics = evaluate_motion(model, cfg.data, "test", scale_from=cfg.data if mode == "frames" else None)
     model.save_pretrained(cfg.out, trained={"mode": mode, "data": str(cfg.data), "steps": tr.steps,
                                             "lr": tr.lr, "batch_size": tr.batch_size, "seed": tr.seed,
-                                            "episodes": data.ids, "learned_intrinsics": bool(learn_K)},
+                                            "episodes": data.ids, "learned_intrinsics": bool(learn_K),
+                                            "rest_weight": cfg.rest_weight},
                           metrics=metrics)
     return model
 
