@@ -104,6 +104,17 @@ class _Front(NamedTuple):
     band: torch.Tensor       # (C,) bool: the candidate is on the front surface
 
 
+CORNERS = torch.tensor([[0, 0], [1, 0], [0, 1], [1, 1]])     # the 2x2 pixels around a sub-pixel point
+
+
+def _ring(k: int, cache: dict[int, torch.Tensor] = {}) -> torch.Tensor:   # noqa: B006 (a cache)
+    """(R, 2) the pixel offsets at Chebyshev distance ``k``."""
+    if k not in cache:
+        cache[k] = torch.tensor([(dx, dy) for dx in range(-k, k + 1) for dy in range(-k, k + 1)
+                                 if max(abs(dx), abs(dy)) == k]).reshape(-1, 2)
+    return cache[k]
+
+
 # -- checking the arguments -------------------------------------------------------------------
 
 def _tensor(value, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
@@ -216,10 +227,11 @@ class SceneMemory:
         idx = ((depth > c.near) & (u > -m) & (u < W + m) & (v > -m) & (v < H + m)).nonzero().squeeze(1)
         if len(idx) == 0:
             return None
-        p, depth, inv, u, v = p[:, idx], depth[idx], inv[idx], u[idx], v[idx]
+        p = p.index_select(1, idx)
+        depth, inv, u, v = (x.index_select(0, idx) for x in (depth, inv, u, v))
         # where the neighbours' steps land: the projected parallelogram's bounding box, pixels
         sx, sy = torch.zeros_like(u), torch.zeros_like(u)
-        tangents = self.tangents[:, idx].float()
+        tangents = self.tangents.index_select(1, idx).float()
         for step in (tangents[:3], tangents[3:]):
             q = p + R @ step
             iq = 1 / (-q[2]).clamp(min=c.near)
@@ -237,47 +249,53 @@ class SceneMemory:
 
         def take(sel: torch.Tensor, qx: torch.Tensor, qy: torch.Tensor, own: torch.Tensor | bool) -> None:
             """Keep the pixels (qx, qy) (n, R) that the points ``sel`` (n,) cover or reach."""
-            ex, ey = (qx + 0.5 - u[sel, None]).abs(), (qy + 0.5 - v[sel, None]).abs()
-            covers = ((ex <= hx[sel, None]) & (ey <= hy[sel, None])) | own
-            keep = (qx >= 0) & (qx < W) & (qy >= 0) & (qy < H) & (covers | ((ex < rx[sel, None]) & (ey < ry[sel, None])))
+            at = lambda x: x.index_select(0, sel)[:, None]                  # noqa: E731
+            ex, ey = (qx + 0.5 - at(u)).abs(), (qy + 0.5 - at(v)).abs()
+            covers = ((ex <= at(hx)) & (ey <= at(hy))) | own
+            keep = (qx >= 0) & (qx < W) & (qy >= 0) & (qy < H) & (covers | ((ex < at(rx)) & (ey < at(ry))))
             flat = keep.view(-1).nonzero().squeeze(1)                       # one nonzero, then takes
-            for out, x in zip(found, (qy * W + qx, sel[flat // qx.shape[1]], ex, ey, covers)):
-                out.append(x if x.ndim == 1 else x.view(-1)[flat])
+            for out, x in zip(found, (qy * W + qx, sel.index_select(0, flat // qx.shape[1]), ex, ey, covers)):
+                out.append(x if x.ndim == 1 else x.reshape(-1).index_select(0, flat))
 
         # most points reach no farther than a pixel: the 2x2 pixels around them (their own one of them)
-        small = (reach <= 1).nonzero().squeeze(1)
-        corner = torch.tensor([[0, 0], [1, 0], [0, 1], [1, 1]])
-        qx = (u[small] - 0.5).floor().long()[:, None] + corner[:, 0]
-        qy = (v[small] - 0.5).floor().long()[:, None] + corner[:, 1]
-        take(small, qx, qy, (qx == u[small, None].floor().long()) & (qy == v[small, None].floor().long()))
+        is_small = reach <= 1
+        small = is_small.nonzero().squeeze(1)
+        us, vs = u.index_select(0, small), v.index_select(0, small)
+        qx = (us - 0.5).floor().long()[:, None] + CORNERS[:, 0]
+        qy = (vs - 0.5).floor().long()[:, None] + CORNERS[:, 1]
+        take(small, qx, qy, (qx == us.floor().long()[:, None]) & (qy == vs.floor().long()[:, None]))
         # the others: square rings of Chebyshev radius k around their own pixel
-        large = (reach > 1).nonzero().squeeze(1)
-        px, py = u[large].floor().long(), v[large].floor().long()
-        for k in range(int(reach[large].max().ceil().item()) + 1 if len(large) else 0):
-            sel = (reach[large] > k - 0.5).nonzero().squeeze(1)
-            o = torch.tensor([(dx, dy) for dx in range(-k, k + 1) for dy in range(-k, k + 1)
-                              if max(abs(dx), abs(dy)) == k])                # (R, 2)
-            take(large[sel], px[sel, None] + o[:, 0], py[sel, None] + o[:, 1], k == 0)
+        large = (~is_small).nonzero().squeeze(1)
+        reach_large = reach.index_select(0, large)
+        px, py = u.index_select(0, large).floor().long(), v.index_select(0, large).floor().long()
+        for k in range(int(reach_large.max().ceil().item()) + 1 if len(large) else 0):
+            sel = (reach_large > k - 0.5).nonzero().squeeze(1)
+            o = _ring(k)                                                     # (R, 2)
+            take(large.index_select(0, sel), px.index_select(0, sel)[:, None] + o[:, 0],
+                 py.index_select(0, sel)[:, None] + o[:, 1], k == 0)
         pix, at, ex, ey, covers = (torch.cat(x) for x in found)
-        return _Candidates(pix, idx[at], depth[at], ex, ey, covers, extent[at], rx[at], ry[at])
+        pick = lambda x: x.index_select(0, at)                              # noqa: E731
+        return _Candidates(pix, pick(idx), pick(depth), ex, ey, covers, pick(extent), pick(rx), pick(ry))
 
     def _front(self, cand: _Candidates, n_pix: int) -> _Front:
         """The z-buffer: the nearest covering depth per pixel, the candidates within
         ``depth_tolerance`` of it (one surface), and among those the covering one nearest the centre."""
-        pix, z = cand.pix[cand.covers], cand.z[cand.covers]
-        zmin = torch.full((n_pix,), float("inf")).scatter_reduce_(0, pix, z, "amin")
-        band = (cand.z - zmin[cand.pix]).abs() <= zmin[cand.pix] * self.config.depth_tolerance
-        win_ok = band & cand.covers
+        covering = cand.covers.nonzero().squeeze(1)
+        zmin = torch.full((n_pix,), float("inf")).scatter_reduce_(
+            0, cand.pix.index_select(0, covering), cand.z.index_select(0, covering), "amin")
+        zc = zmin.index_select(0, cand.pix)
+        band = (cand.z - zc).abs() <= zc * self.config.depth_tolerance
+        win_ok = (band & cand.covers).nonzero().squeeze(1)
         # key = (distance in 1/1024 px) << 32 | candidate number: the smallest is the winner
-        number = torch.arange(len(cand.pix))
-        key = ((torch.maximum(cand.ex, cand.ey) * 1024).long() << 32) | number
+        key = ((torch.maximum(cand.ex, cand.ey).index_select(0, win_ok) * 1024).long() << 32) | win_ok
         best = torch.full((n_pix,), torch.iinfo(torch.long).max).scatter_reduce_(
-            0, cand.pix[win_ok], key[win_ok], "amin")
-        hit = best != torch.iinfo(torch.long).max
-        win = best[hit] & 0xFFFFFFFF
+            0, cand.pix.index_select(0, win_ok), key, "amin")
+        hit = (best != torch.iinfo(torch.long).max).nonzero().squeeze(1)
+        best_hit = best.index_select(0, hit)
+        win = best_hit & 0xFFFFFFFF
         index, depth, own = torch.full((n_pix,), -1), torch.zeros(n_pix), torch.zeros(n_pix, dtype=torch.bool)
-        index[hit], depth[hit] = cand.point[win], cand.z[win]
-        own[hit] = (best[hit] >> 32) < 512                               # centre within 0.5 px
+        index[hit], depth[hit] = cand.point.index_select(0, win), cand.z.index_select(0, win)
+        own[hit] = (best_hit >> 32) < 512                                # centre within 0.5 px
         return _Front(index, depth, own, band)
 
     def render(self, K, world_to_camera, H: int, W: int) -> MemoryView:
@@ -294,19 +312,19 @@ class SceneMemory:
         if cand is not None:
             front = self._front(cand, n)
             self._last = (self._last[0], cand, front)
-            b = front.band
+            b = front.band.nonzero().squeeze(1)
+            on = lambda x: x.index_select(0, b)                                 # noqa: E731
             # (radius at least a pixel: the sub-pixel points in a pixel are averaged; less 5%: a
             # neighbour one pixel away at the inserting view weighs nothing, though a one-sided
             # step on a slanted surface projects to a little more than one pixel)
-            rx, ry = cand.rx[b].clamp(min=1.0), cand.ry[b].clamp(min=1.0)
-            w = (0.95 - cand.ex[b] / rx).clamp(min=0) * (0.95 - cand.ey[b] / ry).clamp(min=0)
-            w = torch.where(cand.covers[b] & (w == 0), torch.full_like(w, 1e-6), w)
-            pix = cand.pix[b]
+            rx, ry = on(cand.rx).clamp(min=1.0), on(cand.ry).clamp(min=1.0)
+            w = (0.95 - on(cand.ex) / rx).clamp(min=0) * (0.95 - on(cand.ey) / ry).clamp(min=0)
+            w = torch.where(on(cand.covers) & (w == 0), torch.full_like(w, 1e-6), w)
+            pix = on(cand.pix)
             hit = front.index >= 0
-            total = torch.zeros(n).index_add_(0, pix, w)[hit, None]
-            rgb.index_add_(0, pix, w[:, None] * self.rgb[cand.point[b]].float())
-            rgb[hit] /= 255 * total
-            rgb[~hit] = 0
+            total = torch.zeros(n).index_add_(0, pix, w)
+            rgb.index_add_(0, pix, w[:, None] * self.rgb.index_select(0, on(cand.point)).float())
+            rgb = torch.where(hit[:, None], rgb / (255 * total.clamp(min=1e-30))[:, None], torch.zeros(()))
             depth, coverage = front.depth, hit.float()
         return MemoryView(rgb.T.reshape(3, H, W), coverage.reshape(1, H, W), depth.reshape(1, H, W))
 
