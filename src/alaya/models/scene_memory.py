@@ -355,15 +355,18 @@ class SceneMemory:
             # a covering point at the pixel's depth (a slope's worth of slack) matches it; the
             # memory knows the pixel if one lies in its own area (a neighbour's splat reaching
             # in is not knowledge of it: that leaves cracks between frames' strips)
-            slack = (c.depth_tolerance * d + slope.reshape(-1))[cand.pix]
-            match = cand.covers & ((cand.z - d[cand.pix]).abs() <= slack) & (d[cand.pix] > c.near)
+            at_pix = lambda x: x.index_select(0, cand.pix)                     # noqa: E731
+            where = lambda mask, x: x.index_select(0, mask.nonzero().squeeze(1))   # noqa: E731
+            slack = at_pix(c.depth_tolerance * d + slope.reshape(-1))
+            dc = at_pix(d)
+            match = cand.covers & ((cand.z - dc).abs() <= slack) & (dc > c.near)
             fine = match & (cand.extent <= 1.5 * c.stride)                # ... finely enough
             inside = torch.maximum(cand.ex, cand.ey) <= 0.5 * cand.extent.clamp(min=1.0)
-            known = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, cand.pix[fine & inside], True)
-            coarse = match & ~fine & ~known[cand.pix]                     # replaced by finer points
-            trusted.index_fill_(0, cand.pix[coarse | (fine & ~inside)], True)   # (the memory confirms them)
-            self.time[cand.point[fine]] = time
-            gone = [cand.point[coarse]]
+            known = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, where(fine & inside, cand.pix), True)
+            coarse = match & ~fine & ~at_pix(known)                       # replaced by finer points
+            trusted.index_fill_(0, where(coarse | (fine & ~inside), cand.pix), True)   # (the memory confirms them)
+            self.time.index_fill_(0, where(fine, cand.point), time)
+            gone = [where(coarse, cand.point)]
             if c.replace:       # the new sample replaces the matching points not finer than itself
                 finer = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, cand.pix[fine & (cand.extent < 0.7)], True)
                 swap = fine & ~finer[cand.pix]
@@ -376,7 +379,7 @@ class SceneMemory:
             around = -torch.nn.functional.max_pool2d(-far[None, None], 3, 1, 1).reshape(-1)
             hit = front.index >= 0
             if c.see_through:
-                gone.append(front.index[hit & front.own & (front.depth < around * (1 - c.depth_tolerance))])
+                gone.append(where(hit & front.own & (front.depth < around * (1 - c.depth_tolerance)), front.index))
             gone = torch.cat(gone)
             new &= ~known
         else:
@@ -399,16 +402,16 @@ class SceneMemory:
         cam, right, down = (x.reshape(3, -1) for x in surface)
         i = new.nonzero().squeeze(1)
         R, t = w2c[:3, :3], w2c[:3, 3:]
-        world = R.T @ (cam[:, i] - t)
+        world = R.T @ (cam.index_select(1, i) - t)
         if self.config.confirm and self._previous is not None:
-            ok = trusted[i] | self._confirmed(world)
-            i, world = i[ok], world[:, ok]
+            ok = (trusted.index_select(0, i) | self._confirmed(world)).nonzero().squeeze(1)
+            i, world = i.index_select(0, ok), world.index_select(1, ok)
         if len(i) == 0:
             return 0
-        steps = torch.cat([R.T @ right[:, i], R.T @ down[:, i]]) * self.config.stride
+        steps = torch.cat([R.T @ right.index_select(1, i), R.T @ down.index_select(1, i)]) * self.config.stride
         self._version += 1
         self.xyz = torch.cat([self.xyz, world.float()], 1)
-        self.rgb = torch.cat([self.rgb, colours[i]])
+        self.rgb = torch.cat([self.rgb, colours.index_select(0, i)])
         self.time = torch.cat([self.time, torch.full((len(i),), time)])
         self.tangents = torch.cat([self.tangents, steps.to(torch.float16)], 1)
         return len(i)
