@@ -200,7 +200,7 @@ class SceneMemory:
         self.xyz = torch.zeros(3, 0)                       # (3, N) world positions, metres
         self.rgb = torch.zeros(0, 3, dtype=torch.uint8)    # (N, 3)
         self.time = torch.zeros(0)                         # (N,) when last seen
-        self.tangents = torch.zeros(6, 0, dtype=torch.float16)   # (6, N) steps to the right and
+        self.tangents = torch.zeros(0, 6, dtype=torch.float16)   # (N, 6) steps to the right and
                                                                  # lower neighbour, world metres
 
     def __len__(self) -> int:
@@ -231,7 +231,7 @@ class SceneMemory:
         depth, inv, u, v = (x.index_select(0, idx) for x in (depth, inv, u, v))
         # where the neighbours' steps land: the projected parallelogram's bounding box, pixels
         sx, sy = torch.zeros_like(u), torch.zeros_like(u)
-        tangents = self.tangents.index_select(1, idx).float()
+        tangents = self.tangents.index_select(0, idx).float().T             # (6, n) (rows: a fast gather)
         for step in (tangents[:3], tangents[3:]):
             q = p + R @ step
             iq = 1 / (-q[2]).clamp(min=c.near)
@@ -413,7 +413,7 @@ class SceneMemory:
         self.xyz = torch.cat([self.xyz, world.float()], 1)
         self.rgb = torch.cat([self.rgb, colours.index_select(0, i)])
         self.time = torch.cat([self.time, torch.full((len(i),), time)])
-        self.tangents = torch.cat([self.tangents, steps.to(torch.float16)], 1)
+        self.tangents = torch.cat([self.tangents, steps.T.to(torch.float16)])
         return len(i)
 
     def _confirmed(self, world: torch.Tensor) -> torch.Tensor:
@@ -444,7 +444,8 @@ class SceneMemory:
         if n == 0:
             return 0
         eye = (-w2c[:3, :3].T @ w2c[:3, 3]).float()
-        distance = ((self.xyz - eye[:, None]) ** 2).sum(0).sqrt()         # (not .norm(dim=0): 80x slower)
+        d = self.xyz - eye[:, None]
+        distance = (d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).sqrt()       # (not .norm(dim=0): 60x slower)
         age = float(time) - self.time
         keep &= (age <= c.max_age) & (distance <= c.max_distance)
         if int(keep.sum()) > c.max_points:
@@ -454,7 +455,7 @@ class SceneMemory:
         if not keep.all():
             i = keep.nonzero().squeeze(1)
             self._version += 1
-            self.xyz, self.tangents = self.xyz.index_select(1, i), self.tangents.index_select(1, i)
+            self.xyz, self.tangents = self.xyz.index_select(1, i), self.tangents.index_select(0, i)
             self.rgb, self.time = self.rgb.index_select(0, i), self.time.index_select(0, i)
         return n - len(self)
 
