@@ -6,10 +6,13 @@ sequence (walking, turning, and a one-shot action now and then) and reports the 
 99th-percentile frame time and FPS. A frame is everything ``WorldSession.step`` does: for a
 memory-conditioned model (``WorldModelConfig.memory``) that includes rendering the scene memory
 at the frame's camera and inserting the generated frame (``memory_points`` reports what it
-holds at the end). Torch uses one thread, as in the server.
+holds at the end) and how much the process's resident memory grew from the end of the warm-up
+to the last frame (``rss_growth_mb``; a 10-minute session is ``--frames 18000``). Torch uses one
+thread, as in the server.
 
 Usage: python bench/world.py [--frames 1000] [--sizes 64 128] [--backend onnx] [--weights DIR] [--steps N]
-Prints a table, then one JSON object as its last line (keys ``fps_64``, ``fps_128``, ...).
+Prints a table, then one JSON object as its last line (keys ``fps_64``, ``fps_128``,
+``rss_growth_mb_128``, ...).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
+from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -45,6 +49,14 @@ def scripted_actions(n: int, seed: int = 0) -> list[np.ndarray]:
     return rows
 
 
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def run(size: int, frames: int, backend: str, weights: str, warmup: int = 20, steps: int | None = None) -> dict:
     factory = WorldSessionFactory.from_pretrained(weights, size=size, backend=backend, threads=1)
     if steps:
@@ -56,16 +68,19 @@ def run(size: int, frames: int, backend: str, weights: str, warmup: int = 20, st
     session = factory.new("a golden sunset", seed=0)
     session.reset(start)
     rows = scripted_actions(frames + warmup)
-    times = []
-    for k, row in enumerate(rows):
+    times, rss_start = [], rss_mb()
+    for k, row in enumerate(tqdm(rows, desc=f"world {size}", disable=len(rows) < 2000)):
         t0 = time.perf_counter()
         session.step(row)
         if k >= warmup:
             times.append(time.perf_counter() - t0)
+        if k == warmup - 1:
+            rss_start = rss_mb()
     ms = np.array(times) * 1000
     memory = getattr(session, "memory", None)
     return {"size": size, "frames": frames, "p50_ms": float(np.median(ms)), "p99_ms": float(np.percentile(ms, 99)),
-            "fps": float(1000 / np.median(ms)), "memory_points": None if memory is None else len(memory)}
+            "fps": float(1000 / np.median(ms)), "memory_points": None if memory is None else len(memory),
+            "rss_growth_mb": rss_mb() - rss_start}
 
 
 def main() -> None:
@@ -85,6 +100,7 @@ def main() -> None:
     out.update({f"p50_ms_{r['size']}": round(r["p50_ms"], 2) for r in rows})
     out.update({f"p99_ms_{r['size']}": round(r["p99_ms"], 2) for r in rows})
     out.update({f"memory_points_{r['size']}": r["memory_points"] for r in rows if r["memory_points"] is not None})
+    out.update({f"rss_growth_mb_{r['size']}": round(r["rss_growth_mb"], 1) for r in rows})
     out.update({"backend": a.backend, "frames": a.frames, "weights": a.weights})
     print(json.dumps(out))
 

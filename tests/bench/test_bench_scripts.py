@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +76,7 @@ def test_world_bench_prints_json():
     r = last_json(["bench/world.py", "--frames", "5", "--sizes", "64", "128"])
     assert r["fps_64"] > 0 and r["fps_128"] > 0 and r["frames"] == 5
     assert r["p99_ms_64"] >= r["p50_ms_64"]
+    assert np.isfinite(r["rss_growth_mb_128"])
 
 
 @pytest.mark.skipif(not (ROOT / "weights" / "student" / "model.safetensors").exists(),
