@@ -58,7 +58,7 @@ class MotionTrainConfig:
     refresh: int = 25                  # steps between rollouts of the states
     scales: int = 5                    # frames: pyramid levels (64 px down to 4 px; 3 missed 15-degree turns)
     learn_intrinsics: bool | None = None   # None: learn the focal length when the data has no K
-    rest_weight: float = 1.0           # poses: weight of samples whose recorded camera is at rest
+    rest_weight: float = 30.0          # poses: weight of samples whose recorded camera is at rest
     source_min: bool = False           # frames: Monodepth2's per-pixel minimum over the sources (reprojection_loss)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/camera_motion", steps=1500,
                                                                     batch_size=32, lr=3e-3))
