@@ -27,6 +27,8 @@ GUIDED_DECODER_OPTIONS = (
                     "help": "guided-decoder: the head also outputs a colour for the sky's stars (the guide's star channel)"}),
     ("--style-weights", {"default": None,
                          "help": "guided-decoder: oversample styles, e.g. 'neon_night=3,foggy=2' (others weigh 1)"}),
+    ("--style-detail", {"default": None,
+                        "help": "guided-decoder: scale the detail term per style, e.g. 'neon_night=4' (others 1)"}),
     ("--adversarial-weight", {"type": float, "default": 0.0,
                               "help": "guided-decoder: weight of a conditional patch critic's hinge loss (0: none)"}),
     ("--adversarial-start", {"type": int, "default": 250,
@@ -34,7 +36,7 @@ GUIDED_DECODER_OPTIONS = (
 )
 
 
-def parse_style_weights(text: str | None) -> dict[str, float] | None:
+def parse_style_weights(text: str | None, flag: str = "--style-weights") -> dict[str, float] | None:
     """'neon_night=3,foggy=2' -> {'neon_night': 3.0, 'foggy': 2.0}; None or '' -> None."""
     if not text:
         return None
@@ -46,7 +48,7 @@ def parse_style_weights(text: str | None) -> dict[str, float] | None:
         except ValueError:
             sep = ""
         if not sep or not name.strip():
-            raise ValueError(f"--style-weights: expected 'style=weight' items separated by commas, got {item!r}")
+            raise ValueError(f"{flag}: expected 'style=weight' items separated by commas, got {item!r}")
     return out
 
 
@@ -90,7 +92,8 @@ def _train(a: argparse.Namespace) -> int:
             gradient_weight=a.gradient_weight, init=a.init, albedo_gain=a.albedo_gain, sky_gain=a.sky_gain,
             full_res_blocks=a.full_res_blocks,
             detail_weight=a.detail_weight, detail_loss=a.detail_loss,
-            style_weights=parse_style_weights(a.style_weights),
+            style_weights=parse_style_weights(a.style_weights, "--style-weights"),
+            style_detail=parse_style_weights(a.style_detail, "--style-detail"),
             adversarial_weight=a.adversarial_weight, adversarial_start=a.adversarial_start, train=train))
     elif a.what == "world":
         from alaya.cli_world import train_world_from_args

@@ -128,3 +128,21 @@ def test_style_weights_oversample_a_style_and_bad_ones_are_named():
         style_probabilities(styles, {"toon": -1.0})
     with pytest.raises(ValueError, match="--style-weights.*'neon_night'"):
         parse_style_weights("neon_night")
+
+
+def test_a_styles_detail_weight_scales_its_frames_terms(tiny_dataset, tmp_path):
+    import pytest
+    g = torch.Generator().manual_seed(1)
+    ref, out = torch.rand(4, 3, 16, 16, generator=g), torch.rand(4, 3, 16, 16, generator=g)
+    plain = detail_power_l1(out, ref)
+    torch.testing.assert_close(detail_power_l1(out, ref, frame_weights=torch.ones(4)), plain)
+    assert float(detail_power_l1(out, ref, frame_weights=torch.zeros(4))) == 0.0
+    torch.testing.assert_close(detail_power_l1(out, ref, frame_weights=torch.full((4,), 3.0)), 3 * plain)
+    cfg = _cfg(tiny_dataset, tmp_path / "run", tmp_path / "out", 2)
+    cfg.detail_weight, cfg.detail_loss = 0.5, "relative_power"
+    cfg.style_detail = {"not_a_style": 2.0}
+    with pytest.raises(ValueError, match="style_detail: unknown style"):
+        train_guided_decoder(cfg)
+    cfg.detail_loss = "energy"
+    with pytest.raises(ValueError, match="relative_power"):
+        train_guided_decoder(cfg)

@@ -76,6 +76,7 @@ class GuidedDecoderTrainConfig:
     detail_weight: float = 0.0              # weight of the detail term
     detail_loss: str = "energy"             # "energy": detail_energy_l1; "relative_power": detail_power_l1
     style_weights: dict[str, float] | None = None   # a style's share of samples over the others' (default 1)
+    style_detail: dict[str, float] | None = None    # a style's detail weight over detail_weight (default 1)
     adversarial_weight: float = 0.0         # 0: no critic
     adversarial_start: int = 250            # the step from which the decoder fits the critic
     critic: PatchCriticConfig | None = None
@@ -109,7 +110,8 @@ def detail_energy_l1(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 DETAIL_FLOOR = 2e-3      # a patch's Laplacian RMS below half a grey level counts as flat
 
 
-def detail_power_l1(x: torch.Tensor, y: torch.Tensor, floor: float = DETAIL_FLOOR) -> torch.Tensor:
+def detail_power_l1(x: torch.Tensor, y: torch.Tensor, floor: float = DETAIL_FLOOR,
+                    frame_weights: torch.Tensor | None = None) -> torch.Tensor:
     """Per frame, the L1 between the patches' detail *power* (the mean squared luma Laplacian over
     each 8x8 patch, ``detail_energy`` squared) of images ``x`` and ``y`` (B, 3, H, W), over the
     reference ``y``'s total power; the mean over frames. The patches weigh as they weigh in the
@@ -118,11 +120,24 @@ def detail_power_l1(x: torch.Tensor, y: torch.Tensor, floor: float = DETAIL_FLOO
     foggy frame's missing detail hardly pulls on it)."""
     px, py = detail_energy(x) ** 2, detail_energy(y) ** 2
     total = py.flatten(1).sum(1) + floor ** 2 * py[0].numel()
-    return ((px - py).abs().flatten(1).sum(1) / total).mean()
+    per_frame = (px - py).abs().flatten(1).sum(1) / total
+    return per_frame.mean() if frame_weights is None else (per_frame * frame_weights).mean()
 
 
 def psnr(x: torch.Tensor, y: torch.Tensor) -> float:
     return float(10 * torch.log10(1 / ((x.clamp(0, 1) - y) ** 2).mean().clamp(min=1e-10)))
+
+
+def style_scales(styles: list[str], weights: dict[str, float] | None, name: str = "style_detail") -> list[float]:
+    """Per-style factors from ``{style: factor}`` (unnamed styles: 1), checked by name."""
+    weights = weights or {}
+    unknown = sorted(set(weights) - set(styles))
+    if unknown:
+        raise ValueError(f"{name}: unknown style(s) {unknown}; the data has {styles}")
+    w = [float(weights.get(s, 1.0)) for s in styles]
+    if not all(np.isfinite(x) and x >= 0 for x in w) or sum(w) <= 0:
+        raise ValueError(f"{name}: expected finite weights >= 0 with a positive sum, got {weights}")
+    return w
 
 
 def style_probabilities(styles: list[str], weights: dict[str, float] | None) -> np.ndarray | None:
@@ -130,12 +145,7 @@ def style_probabilities(styles: list[str], weights: dict[str, float] | None) -> 
     None without weights (uniform, drawn as before)."""
     if not weights:
         return None
-    unknown = sorted(set(weights) - set(styles))
-    if unknown:
-        raise ValueError(f"style_weights: unknown style(s) {unknown}; the data has {styles}")
-    w = np.array([float(weights.get(s, 1.0)) for s in styles])
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-        raise ValueError(f"style_weights: expected finite weights >= 0 with a positive sum, got {weights}")
+    w = np.array(style_scales(styles, weights, "style_weights"))
     return w / w.sum()
 
 
@@ -160,6 +170,7 @@ class GuidedClips:
         self.phrasings = {s: meta.styles[s]["phrasings"] for s in self.styles}
         self.latents = self._latents(cfg, split, ds, run_dir, progress)
         self.style_p = style_probabilities(self.styles, cfg.style_weights) if split == "train" else None
+        self.detail_scale = torch.tensor(style_scales(self.styles, cfg.style_detail), dtype=torch.float32)
 
     def _latents(self, cfg, split: str, ds: ClipDataset, run_dir: Path, progress: bool) -> torch.Tensor:
         path = run_dir / f"latents_{split}.safetensors"
@@ -186,7 +197,7 @@ class GuidedClips:
 
     def batch(self, size: int, seed: int, step: int, camera_dropout: float = 0.0):
         """Two consecutive frames per sample: latents (B, 2, C, h, w), guides (B, 2, G, H, W),
-        targets (B, 2, 3, H, W) in [0, 1]; a pure function of (seed, step)."""
+        targets (B, 2, 3, H, W) in [0, 1], style indices (B,); a pure function of (seed, step)."""
         N, S, T = self.rgb.shape[:3]
         rng = np.random.default_rng([seed, step])
         c = rng.integers(N, size=size)
@@ -198,7 +209,8 @@ class GuidedClips:
         drop = torch.from_numpy(rng.random(size) < camera_dropout)
         guide[drop, :, :VIEW_INPUT_CHANNELS] = 0               # the camera unknown: no view channels,
         guide[drop, :, CAMERA_GUIDE_CHANNELS] = 0              # no world position, no stars
-        return (self.latents[ci, si, frames].float(), guide, self.rgb[ci, si, frames].float() / 255)
+        return (self.latents[ci, si, frames].float(), guide, self.rgb[ci, si, frames].float() / 255,
+                torch.from_numpy(s))
 
 
 class DecoderWithCritic(nn.Module):
@@ -236,7 +248,7 @@ def evaluate_guided(decoder: GuidedDecoder, clips: GuidedClips, batches: int = 8
     decoder = decoder_of(decoder)
     values, sharp, grad_err = [], [], []
     for i in range(batches):
-        z, g, y = batch_to(decoder, *clips.batch(size, 12345, i))
+        z, g, y, _ = batch_to(decoder, *clips.batch(size, 12345, i))
         out = decode_pairs(decoder, z, g)
         values.append(psnr(out, y))
         out, y = out.flatten(0, 1).clamp(0, 1).cpu(), y.flatten(0, 1).cpu()
@@ -252,6 +264,8 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
     tc = cfg.train
     if cfg.detail_loss not in DETAIL_LOSSES:
         raise ValueError(f"detail_loss: expected one of {sorted(DETAIL_LOSSES)}, got {cfg.detail_loss!r}")
+    if cfg.style_detail and cfg.detail_loss != "relative_power":
+        raise ValueError(f"style_detail: needs detail_loss 'relative_power', got {cfg.detail_loss!r}")
     run_dir = Path(tc.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     train = GuidedClips(cfg, "train", run_dir, tc.progress)
@@ -271,7 +285,7 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
         model = DecoderWithCritic(decoder, PatchCritic(critic_cfg))
 
     def loss_fn(m: nn.Module, index: int):
-        z, g, y = batch_to(m, *train.batch(tc.batch_size, tc.seed, index, cfg.camera_dropout))
+        z, g, y, styles = batch_to(m, *train.batch(tc.batch_size, tc.seed, index, cfg.camera_dropout))
         metrics = {}
         if cfg.adversarial_weight > 0:
             out, critic_loss, generator_loss = m(z, g, y)
@@ -285,7 +299,11 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
         grad = gradient_l1(out, y)
         loss = l1 + cfg.gradient_weight * grad + extra
         if cfg.detail_weight > 0:
-            detail = DETAIL_LOSSES[cfg.detail_loss](out, y)
+            if cfg.style_detail:        # each frame's style scales its term (frames come in pairs)
+                w = train.detail_scale.to(out.device)[styles].repeat_interleave(2)
+                detail = detail_power_l1(out, y, frame_weights=w)
+            else:
+                detail = DETAIL_LOSSES[cfg.detail_loss](out, y)
             loss = loss + cfg.detail_weight * detail
             metrics["detail_l1"] = float(detail.detach())
         return loss, {"l1": float(l1.detach()), "grad_l1": float(grad.detach()), **metrics}
@@ -297,7 +315,7 @@ def train_guided_decoder(cfg: GuidedDecoderTrainConfig) -> GuidedDecoder:
         trained = {"steps": tc.steps, "batch_size": tc.batch_size, "data": cfg.data, "student": cfg.student,
                    "student_backend": cfg.backend, "train_clips": len(train.ids), "run_dir": tc.run_dir,
                    "gradient_weight": cfg.gradient_weight, "detail_weight": cfg.detail_weight,
-                   "detail_loss": cfg.detail_loss, "init": cfg.init, "style_weights": cfg.style_weights,
+                   "detail_loss": cfg.detail_loss, "init": cfg.init, "style_weights": cfg.style_weights, "style_detail": cfg.style_detail,
                    "albedo_gain": cfg.albedo_gain, "sky_gain": cfg.sky_gain,
                    "full_res_blocks": decoder.config.full_res_blocks,
                    "adversarial_weight": cfg.adversarial_weight, "adversarial_start": cfg.adversarial_start}
