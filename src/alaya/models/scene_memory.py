@@ -469,12 +469,18 @@ def _slope(depth: torch.Tensor) -> torch.Tensor:
     return torch.maximum(dx, dy)
 
 
+def _pixel_centres(H: int, W: int, cache: dict[tuple[int, int], tuple] = {}) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: B006
+    """(v, u) (H, W) float64 pixel-centre coordinates (cached per size; read only)."""
+    if (H, W) not in cache:
+        cache[H, W] = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5,
+                                     torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij")
+    return cache[H, W]
+
+
 def _surface(depth: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Camera-space points (3, H, W) of a depth map and the steps to their right and lower
     neighbours on the same surface (``_step``), float64."""
-    H, W = depth.shape
-    v, u = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5,
-                          torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij")
+    v, u = _pixel_centres(*depth.shape)
     d = depth.double()
     cam = torch.stack([(u - K[0, 2]) / K[0, 0] * d, -(v - K[1, 2]) / K[1, 1] * d, -d])
     pixel = d / (K[0, 0] * K[1, 1]).sqrt()                               # metres a pixel spans, facing
