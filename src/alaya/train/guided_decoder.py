@@ -24,6 +24,10 @@ minimised by the mean wherever the inputs leave the exact placement of detail in
 snow grain, shadow edges), and the mean is smooth; this term asks for as much detail in each
 patch as the reference has there, wherever it lies, so it does not reward the mean.
 
+``style_weights`` draws a batch's styles with weights (a style's share over the others'), and
+``style_detail`` scales each frame's relative detail-power term by its style: the class-balanced
+loss of the styles the decoder serves worst (docs/flash.md, fifth round).
+
 Two more options go beyond that (docs/flash.md has their ablation rows):
 
 * ``init``: start from a trained decoder's weights (``with_albedo_gain`` adds the albedo-gain
@@ -114,7 +118,8 @@ def detail_power_l1(x: torch.Tensor, y: torch.Tensor, floor: float = DETAIL_FLOO
                     frame_weights: torch.Tensor | None = None) -> torch.Tensor:
     """Per frame, the L1 between the patches' detail *power* (the mean squared luma Laplacian over
     each 8x8 patch, ``detail_energy`` squared) of images ``x`` and ``y`` (B, 3, H, W), over the
-    reference ``y``'s total power; the mean over frames. The patches weigh as they weigh in the
+    reference ``y``'s total power; the mean over frames (each times ``frame_weights`` (B,) if
+    given). The patches weigh as they weigh in the
     sharpness ratio (a frame's mean squared Laplacian: its sharpest edges dominate), and every frame
     counts the same whatever its contrast (``detail_energy_l1`` scales with contrast, so a dim or
     foggy frame's missing detail hardly pulls on it)."""
