@@ -47,6 +47,7 @@ the inserting camera are dropped, and beyond ``max_points`` those with the large
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -107,12 +108,11 @@ class _Front(NamedTuple):
 CORNERS = torch.tensor([[0, 0], [1, 0], [0, 1], [1, 1]])     # the 2x2 pixels around a sub-pixel point
 
 
-def _ring(k: int, cache: dict[int, torch.Tensor] = {}) -> torch.Tensor:   # noqa: B006 (a cache)
-    """(R, 2) the pixel offsets at Chebyshev distance ``k``."""
-    if k not in cache:
-        cache[k] = torch.tensor([(dx, dy) for dx in range(-k, k + 1) for dy in range(-k, k + 1)
-                                 if max(abs(dx), abs(dy)) == k]).reshape(-1, 2)
-    return cache[k]
+@functools.lru_cache(maxsize=None)
+def _ring(k: int) -> torch.Tensor:
+    """(R, 2) the pixel offsets at Chebyshev distance ``k`` (cached: read only)."""
+    return torch.tensor([(dx, dy) for dx in range(-k, k + 1) for dy in range(-k, k + 1)
+                         if max(abs(dx), abs(dy)) == k]).reshape(-1, 2)
 
 
 # -- checking the arguments -------------------------------------------------------------------
@@ -356,17 +356,17 @@ class SceneMemory:
             # memory knows the pixel if one lies in its own area (a neighbour's splat reaching
             # in is not knowledge of it: that leaves cracks between frames' strips)
             at_pix = lambda x: x.index_select(0, cand.pix)                     # noqa: E731
-            where = lambda mask, x: x.index_select(0, mask.nonzero().squeeze(1))   # noqa: E731
+            chosen = lambda mask, x: x.index_select(0, mask.nonzero().squeeze(1))  # noqa: E731
             slack = at_pix(c.depth_tolerance * d + slope.reshape(-1))
             dc = at_pix(d)
             match = cand.covers & ((cand.z - dc).abs() <= slack) & (dc > c.near)
             fine = match & (cand.extent <= 1.5 * c.stride)                # ... finely enough
             inside = torch.maximum(cand.ex, cand.ey) <= 0.5 * cand.extent.clamp(min=1.0)
-            known = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, where(fine & inside, cand.pix), True)
+            known = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, chosen(fine & inside, cand.pix), True)
             coarse = match & ~fine & ~at_pix(known)                       # replaced by finer points
-            trusted.index_fill_(0, where(coarse | (fine & ~inside), cand.pix), True)   # (the memory confirms them)
-            self.time.index_fill_(0, where(fine, cand.point), time)
-            gone = [where(coarse, cand.point)]
+            trusted.index_fill_(0, chosen(coarse | (fine & ~inside), cand.pix), True)   # (the memory confirms them)
+            self.time.index_fill_(0, chosen(fine, cand.point), time)
+            gone = [chosen(coarse, cand.point)]
             if c.replace:       # the new sample replaces the matching points not finer than itself
                 finer = torch.zeros(H * W, dtype=torch.bool).index_fill_(0, cand.pix[fine & (cand.extent < 0.7)], True)
                 swap = fine & ~finer[cand.pix]
@@ -379,7 +379,7 @@ class SceneMemory:
             around = -torch.nn.functional.max_pool2d(-far[None, None], 3, 1, 1).reshape(-1)
             hit = front.index >= 0
             if c.see_through:
-                gone.append(where(hit & front.own & (front.depth < around * (1 - c.depth_tolerance)), front.index))
+                gone.append(chosen(hit & front.own & (front.depth < around * (1 - c.depth_tolerance)), front.index))
             gone = torch.cat(gone)
             new &= ~known
         else:
@@ -469,12 +469,11 @@ def _slope(depth: torch.Tensor) -> torch.Tensor:
     return torch.maximum(dx, dy)
 
 
-def _pixel_centres(H: int, W: int, cache: dict[tuple[int, int], tuple] = {}) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: B006
-    """(v, u) (H, W) float64 pixel-centre coordinates (cached per size; read only)."""
-    if (H, W) not in cache:
-        cache[H, W] = torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5,
-                                     torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij")
-    return cache[H, W]
+@functools.lru_cache(maxsize=8)
+def _pixel_centres(H: int, W: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(v, u) (H, W) float64 pixel-centre coordinates (cached per size: read only)."""
+    return torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5,
+                          torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij")
 
 
 def _surface(depth: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
