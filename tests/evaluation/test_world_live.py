@@ -130,6 +130,7 @@ def oracle():
 def test_the_real_game_as_a_session_scores_perfectly(oracle):
     _, r = oracle
     assert r["psnr_mean"] == 100.0 and r["sharpness_min"] == 1.0 and r["colour_drift"] == 0.0
+    assert r["sharpness_max"] == 1.0 and r["sharpness_in_band"] is True
     assert r["still_psnr_min"] == r["scripts"]["still"]["real_still_psnr_min"]
     assert r["still_hf_ratio_max"] == 1.0 and r["walk_back_return_psnr"] == 100.0
     assert r["still_psnr_static_min"] == 100.0 and 0 < r["scripts"]["still"]["static_fraction"] <= 1
@@ -149,6 +150,7 @@ def test_blurred_frames_lose_sharpness_and_detail(oracle):
     grain = evaluate_live(lambda sc: GameSession(sc, grain=30), game_player(SIZE), [s],
                           LiveConfig(scripts=("still",), frames=24, window=8))
     assert grain["still_hf_ratio_max"] > 1.5 and grain["sharpness_min"] > 1.5     # a checkerboard counts
+    assert grain["sharpness_in_band"] is False and r["sharpness_in_band"] is False   # too sharp or too soft
     assert grain["still_psnr_static_min"] == 100.0                                # ... and it stays put
 
 

@@ -9,7 +9,9 @@ It sees a session (``reset(frame)``, ``step(row)`` -> uint8 (S, S, 3)) made per 
 
 Metrics, per script (pooled over the scenes) and overall (docs/world.md defines each):
 ``sharpness_windows`` (Laplacian variance of the generated frames over the real frames', per
-window of ``window`` frames) and their minimum; ``colour_drift`` (the generated mean colour's
+window of ``window`` frames), their minimum and maximum, and ``sharpness_in_band`` (every window
+within ``SHARPNESS_BAND``: a minimum alone passed frames holding five times the game's high
+frequencies in the wrong place); ``colour_drift`` (the generated mean colour's
 change from the first window to the last, minus the real one's); standing still:
 ``still_psnr_min`` / ``_mean`` (every still frame against the frame where the player stopped;
 ``still_psnr_static_*`` over the pixels the game itself leaves unchanged) and
@@ -33,6 +35,8 @@ from alaya.evaluation import metrics as M
 from alaya.evaluation.live_scripts import MINUTE, SCRIPTS, LiveScript, live_scripts
 
 WINDOW = 300          # frames of a sharpness window (10 s)
+SHARPNESS_BAND = (0.6, 1.5)   # a window's ratio outside it: blur below, grain or patchwork above
+                              # (1.5: the standing-still line's bound on high-frequency energy)
 CHUNK = 300           # frames turned into float tensors at once
 
 
@@ -179,6 +183,7 @@ def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.n
     psnr = np.stack([s["psnr"] for s in series])
     out = {"frames": T, "scenes": len(series), "windows": [[w.start + 1, w.stop] for w in wins],
            "sharpness_windows": sharp, "sharpness_min": min(sharp),
+           "sharpness_max": max(sharp),
            "colour_drift": _mean(drifts), "psnr_mean": float(psnr.mean()),
            "psnr_windows": [float(psnr[:, w].mean()) for w in wins], "psnr_frame1": float(psnr[:, 0].mean()),
            "fps": float(seconds.size / max(seconds.sum(), 1e-9)),
@@ -221,7 +226,9 @@ def overall(scripts: dict[str, dict], seconds: float, frames: int) -> dict:
     got = lambda key: [s[key] for s in scripts.values() if s.get(key) is not None]    # noqa: E731
     still, back = scripts.get("still", {}), scripts.get("walk_back", {})
     total = sum(s["frames"] * s["scenes"] for s in scripts.values())
-    return {"sharpness_min": min(got("sharpness_min"), default=None),
+    lo, hi = min(got("sharpness_min"), default=None), max(got("sharpness_max"), default=None)
+    return {"sharpness_min": lo, "sharpness_max": hi,
+            "sharpness_in_band": None if lo is None else bool(SHARPNESS_BAND[0] <= lo and hi <= SHARPNESS_BAND[1]),
             "colour_drift": max(got("colour_drift"), default=None),
             "still_psnr_min": still.get("still_psnr_min"), "still_psnr_mean": still.get("still_psnr_mean"),
             "still_psnr_static_min": still.get("still_psnr_static_min"),
