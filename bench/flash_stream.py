@@ -23,16 +23,10 @@ import time
 import numpy as np
 import torch
 
+from alaya.hardware import rss_mb
+
 PAIRS = (("clear_noon", "moonlit_night"), ("neon_night", "snowy_winter"), ("toon", "golden_sunset"),
          ("foggy_morning", "neon_night"))
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:

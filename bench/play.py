@@ -27,17 +27,10 @@ import urllib.request
 
 import numpy as np
 
+from alaya.hardware import rss_mb
 from server_process import add_model_arguments, alaya_server, free_port
 
 HEADER = struct.Struct("<Qd")
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 300) -> None:

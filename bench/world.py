@@ -31,6 +31,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from alaya.data.actions import ONE_SHOT, action_vector  # noqa: E402
+from alaya.hardware import rss_mb  # noqa: E402
 from alaya.runtime.world_session import WorldSessionFactory, load_start_frames  # noqa: E402
 
 
@@ -47,14 +48,6 @@ def scripted_actions(n: int, seed: int = 0) -> list[np.ndarray]:
         act = ONE_SHOT[int(rng.integers(len(ONE_SHOT)))] if rng.random() < 0.03 else None
         rows.append(action_vector(nav[0], nav[1], nav[2], 0.0, act))
     return rows
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def run(size: int, frames: int, backend: str, weights: str, warmup: int = 20, steps: int | None = None) -> dict:

@@ -1,4 +1,5 @@
-"""What the machine is: the CPU's model and whether it has native bf16, for choices and records.
+"""What the machine is: the CPU's model and whether it has native bf16, for choices and records;
+a process's resident memory (``rss_mb``, for the benches' memory-growth lines).
 
 On a CPU without native bf16 arithmetic (``avx512_bf16``, ``amx_bf16``; ``bf16`` on ARM), torch's
 bf16 autocast is emulated and slower than fp32; with it, faster (docs/teacher.md has the
@@ -15,6 +16,18 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """Resident memory of a process (default this one) in MB, from /proc (NaN where there is none)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
 
 
 def cpu_info(path: str = "/proc/cpuinfo") -> tuple[str, bool | None]:
