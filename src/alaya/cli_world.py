@@ -63,7 +63,8 @@ def train_world_from_args(a: argparse.Namespace, train):
         unroll=a.unroll, unroll_batch=a.unroll_batch, unroll_weight=a.unroll_weight,
         unroll_still_prob=a.unroll_still_prob, reset_prob=a.reset_prob,
         memory_cached_only=a.memory_cached_only, depth_weight=a.depth_weight, gate_weight=a.gate_weight,
-        camera_motion=a.camera_motion, memory_degrade=a.memory_degrade, train=train))
+        camera_motion=a.camera_motion, memory_degrade=a.memory_degrade, memory_rollout=a.memory_rollout,
+        memory_rollout_prob=a.memory_rollout_prob, train=train))
 
 
 def train_motion_from_args(a: argparse.Namespace, train):
@@ -300,6 +301,11 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--camera-motion", default=None,
                     help="world --memory: a learned camera folder (alaya train motion, e.g. weights/camera_motion) "
                          "shipped inside the model folder; play moves the memory's camera by it")
+    tr.add_argument("--memory-rollout", type=int, default=0,
+                    help="world --memory: the model plays up to this many frames before the trained one, so its "
+                         "own frames fill the memory's holes and the context as in play (0: off)")
+    tr.add_argument("--memory-rollout-prob", type=float, default=0.5,
+                    help="world --memory-rollout: the share of steps trained so")
     tr.add_argument("--memory-degrade", type=float, default=0.0,
                     help="world --memory: share of samples whose memory shows, at a random side, what play's memory "
                          "holds there (the model's own blurred, misplaced, pinholed frames)")

@@ -169,7 +169,8 @@ def test_memory_training_runs_resumes_and_saves(episodes, tmp_path):
     from alaya.train.world import WorldTrainConfig, train_world
     run = tmp_path / "run"
     cfg = WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=TINY, error_prob=0.0,
-                           still_prob=0.3, reset_prob=0.3, memory_degrade=0.5, val_batches=1, val_batch_size=4,
+                           still_prob=0.3, reset_prob=0.3, memory_degrade=0.5, memory_rollout=2, memory_rollout_prob=0.5,
+                           val_batches=1, val_batch_size=4,
                            train=TrainConfig(run_dir=str(run), steps=2, batch_size=4, log_every=1, val_every=2,
                                              ckpt_every=2, progress=False))
     train_world(cfg)
@@ -346,3 +347,33 @@ def test_a_degraded_memory_band_is_soft_misplaced_and_pinholed_and_the_rest_unto
         assert (r2[b][:, holes] == 0).all()
         kept = changed & ~holes
         assert float(r2[b][:, kept].std()) < float(rgb[b][:, kept].std())   # blurred: less detail
+
+
+def test_memory_rollout_fills_memory_and_context_with_the_models_own_frames(episodes):
+    from alaya.models.scene_memory import SceneMemoryConfig
+    from alaya.text import PromptEncoder
+    from alaya.codecs.patch import PatchCodec, PatchCodecConfig
+    from alaya.train.world import WorldTrainConfig
+    from alaya.train.world_data import LatentEpisodes
+    from alaya.train.world_memory import MemoryEpisodes, cache_memory
+    from alaya.train.world_memory_rollout import rollout_batch
+    data = LatentEpisodes(str(episodes), None, "train", PromptEncoder(), PatchCodec(PatchCodecConfig(factor=4)))
+    folder = cache_memory(str(episodes), SceneMemoryConfig(max_points=TINY.memory_max_points), data.ids,
+                          progress=False, styles=1)
+    mem = MemoryEpisodes(str(episodes), data.ids, folder, data.shape[2])
+    cfg = WorldTrainConfig(data=str(episodes), model=TINY)
+    model = WorldModel(TINY).eval()
+    rng = np.random.default_rng(0)
+    e, st = np.array([0, 1, 0]), np.array([0, 0, 0])
+    style = torch.zeros(3, TINY.text_dim)
+    rgb, depth, ctx, valid, rows, _, (mrgb, mcov, mdepth), n = rollout_batch(model, data, mem, cfg, rng, e, st, style,
+                                                                             data.shape[2], 2)
+    assert rgb.shape == (3, 3, 32, 32) and ctx.shape[:2] == (3, TINY.context) and mcov.shape == (3, 1, 32, 32)
+    assert (n >= 3).all() and mcov.mean() > 0.2 and (mdepth[mcov > 0] > 0).all()
+    true_ctx, _ = mem.context(data, e, st, n, TINY.context)
+    # the two newest context frames are the model's (an untrained model's: far from the truth), the
+    # older ones the true frames before the rollout
+    assert (ctx[:, :2] - true_ctx[:, :2]).abs().mean() > 0.05
+    torch.testing.assert_close(ctx[:, 2:], true_ctx[:, 2:])
+    again = rollout_batch(model, data, mem, cfg, np.random.default_rng(0), e, st, style, data.shape[2], 2)
+    torch.testing.assert_close(again[2], ctx)             # same seed, same rollout

@@ -137,3 +137,25 @@ def kinematic_view(pose: torch.Tensor, pitch_degrees: float, eye_height: float) 
     view = torch.eye(4)
     view[:3, :3], view[:3, 3] = R, -R @ c
     return view
+
+
+def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, covered: torch.Tensor | None,
+                     floor_clamp: bool, sky_depth: float, holes_only: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """What of a generated frame goes into the scene memory, as play inserts it: ``image`` (5, H, W)
+    in [0, 1] (``to_image`` of the shown latent) seen by camera ``view`` (4, 4) with ``K``;
+    ``covered`` (H, W): where the memory covered the view before the frame (None: nowhere). Returns
+    rgb uint8 (H, W, 3) and depth (H, W) metres, 0 where nothing goes in: the generated depth,
+    no farther than the floor along its ray (``floor_clamp``), the sky as a backdrop ``sky_depth``
+    away (> 0), and only where the memory did not cover (``holes_only``: where it covered, a depth
+    that disagrees is the guess's error)."""
+    H, W = image.shape[-2:]
+    rgb = (image[:3].clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0)
+    depth = decode_depth(image[3].clamp(0, 1))
+    if floor_clamp:
+        depth = clamp_to_floor(depth, floor_depth(K, view, H, W))
+    if sky_depth > 0:
+        depth = torch.where(depth > 0, depth, torch.full_like(depth, sky_depth))
+    if holes_only and covered is not None:
+        depth = depth * (1 - covered)
+    return rgb, depth
+

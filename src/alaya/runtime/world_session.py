@@ -34,8 +34,8 @@ from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.diffusion.flow import time_grid
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
-from alaya.models.memory_conditioning import (clamp_to_floor, decode_depth, floor_depth, frame_image, kinematic_view,
-                                              memory_latent, to_image, to_latent)
+from alaya.models.memory_conditioning import (frame_image, generated_insert, kinematic_view, memory_latent, to_image,
+                                              to_latent)
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
@@ -180,16 +180,9 @@ class WorldSession:
 
     def _insert(self, z: torch.Tensor) -> None:
         """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth."""
-        img = to_image(z)[0]
-        rgb = (img[:3].clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0)
-        depth = decode_depth(img[3].clamp(0, 1))
         c = self.model.config
-        if c.memory_floor_clamp:
-            depth = clamp_to_floor(depth, floor_depth(self.K, self._view, self.size, self.size))
-        if c.memory_sky_depth > 0:
-            depth = torch.where(depth > 0, depth, torch.full_like(depth, c.memory_sky_depth))
-        if c.memory_holes_only and self._covered is not None:
-            depth = depth * (1 - self._covered)          # 0: not stored (what the memory showed, it has)
+        rgb, depth = generated_insert(to_image(z)[0], self.K, self._view, self._covered, c.memory_floor_clamp,
+                                      c.memory_sky_depth, c.memory_holes_only)
         self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index)
 
     @torch.no_grad()

@@ -95,6 +95,9 @@ class WorldTrainConfig:
     memory_degrade: float = 0.0          # memory model: share of samples whose memory shows, in a band where
                                          # new content enters the view, what play's memory holds there: the
                                          # model's own blurred, misplaced, pinholed frames (degrade_memory)
+    memory_rollout: int = 0              # memory model: the model plays up to this many frames (its own frames
+                                         # then fill the memory's holes and the context) before the trained one
+    memory_rollout_prob: float = 0.5     # ... on this share of the steps (world_memory_rollout)
     depth_weight: float = 1.0            # memory model: loss weights of the disparity and gate channels
     gate_weight: float = 0.5
     memory_styles: int = 1               # memory model: styles with memory renders (the first ones; ~30 ms a frame each)
@@ -417,7 +420,7 @@ def _train_memory_world(model: WorldModel, cfg: WorldTrainConfig) -> WorldModel:
         data = LatentEpisodes(cfg.data, None, split, encoder, patch)
         if cfg.memory_cached_only:
             try:
-                folder, ids = cached_ids(cfg.data, memory_cfg, data.ids)
+                folder, ids = cached_ids(cfg.data, memory_cfg, data.ids, m.memory_sky_depth)
             except FileNotFoundError:
                 if split == "train":
                     raise
@@ -425,7 +428,8 @@ def _train_memory_world(model: WorldModel, cfg: WorldTrainConfig) -> WorldModel:
                 continue
             data = restrict(data, ids)
         else:
-            folder = cache_memory(cfg.data, memory_cfg, data.ids, progress=tc.progress, styles=cfg.memory_styles)
+            folder = cache_memory(cfg.data, memory_cfg, data.ids, progress=tc.progress, styles=cfg.memory_styles,
+                                  sky_depth=m.memory_sky_depth)
         splits[split] = data, MemoryEpisodes(cfg.data, data.ids, folder, data.shape[2])
     weights = channel_weights(cfg)
 

@@ -26,7 +26,9 @@ from tqdm import tqdm
 
 from alaya.data.episodes import EpisodeDataset
 from alaya.io import atomic_path
+from alaya.models.memory_conditioning import frame_image, to_latent
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
+from alaya.models.student import push_context
 
 PARTS = ("rgb", "coverage", "depth")
 
@@ -34,19 +36,23 @@ PARTS = ("rgb", "coverage", "depth")
 _LATER = {"see_through": True}     # fields added after caches were made count only when not at their default
 
 
-def memory_key(config: SceneMemoryConfig) -> str:
-    """A short hash of the memory's config: renders of another config are another cache."""
+def memory_key(config: SceneMemoryConfig, sky_depth: float = 0.0) -> str:
+    """A short hash of the memory's config (and the sky backdrop's distance, when one is stored):
+    renders of another config are another cache."""
     fields = {k: v for k, v in dataclasses.asdict(config).items() if _LATER.get(k, object()) != v}
+    if sky_depth > 0:
+        fields["sky_depth"] = float(sky_depth)
     text = json.dumps(fields, sort_keys=True)
     return "mem-" + hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
 @torch.no_grad()
 def rolling_renders(episode: dict[str, np.ndarray], config: SceneMemoryConfig,
-                    styles: int | None = None) -> dict[str, np.ndarray]:
+                    styles: int | None = None, sky_depth: float = 0.0) -> dict[str, np.ndarray]:
     """The renders of one episode (``read_episode``'s arrays: needs rgb, depth, K and
     world_to_camera): per style (the first ``styles``; default all), frame n rendered from the
-    memory of frames < n."""
+    memory of frames < n. ``sky_depth`` > 0: each frame's sky goes in as a backdrop that far away,
+    as play stores it (``WorldModelConfig.memory_sky_depth``)."""
     for key in ("rgb", "depth", "K", "world_to_camera"):
         if key not in episode:
             raise ValueError(f"episode: the scene memory needs key {key!r} (recorded depth and camera)")
@@ -64,31 +70,36 @@ def rolling_renders(episode: dict[str, np.ndarray], config: SceneMemoryConfig,
                 out["rgb"][s, t] = (r.rgb.permute(1, 2, 0) * 255).round().clamp(0, 255).to(torch.uint8).numpy()
                 out["coverage"][s, t] = r.coverage[0].numpy().astype(np.uint8)
                 out["depth"][s, t] = r.depth[0].numpy().astype(np.float16)
-            memory.insert(episode["rgb"][s, t], episode["depth"][t].astype(np.float32), K, view, time=t)
+            depth = episode["depth"][t].astype(np.float32)
+            if sky_depth > 0:
+                depth = np.where(depth > 0, depth, np.float32(sky_depth))
+            memory.insert(episode["rgb"][s, t], depth, K, view, time=t)
     return out
 
 
 def cache_memory(root: str, config: SceneMemoryConfig, ids: list[str] | None = None,
-                 progress: bool = True, styles: int | None = None) -> Path:
+                 progress: bool = True, styles: int | None = None, sky_depth: float = 0.0) -> Path:
     """Render every episode in ``ids`` (default: all) not yet cached, in its first ``styles``
-    styles (default all; 1 halves the ~30 ms a frame); returns the cache folder."""
+    styles (default all; 1 halves the ~30 ms a frame), the sky as a backdrop ``sky_depth`` away
+    (0: not stored); returns the cache folder."""
     ds = EpisodeDataset(root)
-    folder = Path(root) / "memory" / memory_key(config)
+    folder = Path(root) / "memory" / memory_key(config, sky_depth)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=1))
+    (folder / "config.json").write_text(json.dumps(dataclasses.asdict(config) | {"sky_depth": sky_depth}, indent=1))
     for eid in tqdm(ds.ids() if ids is None else ids, desc="memory renders", disable=not progress):
         if all((folder / f"{eid}.{p}.npy").exists() for p in PARTS):
             continue
-        renders = rolling_renders(ds.load(eid), config, styles)
+        renders = rolling_renders(ds.load(eid), config, styles, sky_depth)
         for part in PARTS:                 # each file complete or absent
             with atomic_path(folder / f"{eid}.{part}.npy", keep_suffix=True) as tmp:
                 np.save(tmp, renders[part])
     return folder
 
 
-def cached_ids(root: str, config: SceneMemoryConfig, ids: list[str]) -> tuple[Path, list[str]]:
+def cached_ids(root: str, config: SceneMemoryConfig, ids: list[str],
+               sky_depth: float = 0.0) -> tuple[Path, list[str]]:
     """The cache folder and those of ``ids`` whose renders are complete there."""
-    folder = Path(root) / "memory" / memory_key(config)
+    folder = Path(root) / "memory" / memory_key(config, sky_depth)
     done = [e for e in ids if all((folder / f"{e}.{p}.npy").exists() for p in PARTS)]
     if not done:
         raise FileNotFoundError(f"{folder}: no memory renders of these episodes yet (cache_memory)")
@@ -127,17 +138,21 @@ class MemoryRenders:
 
 class MemoryEpisodes:
     """Beside a split's ``LatentEpisodes`` (same episodes, same order): each frame's recorded depth
-    (N, T, H, W) float16 and the rolling memory renders (``MemoryRenders``)."""
+    (N, T, H, W) float16 and camera (``K`` (N, 3, 3), ``views`` (N, T, 4, 4) world_to_camera), and
+    the rolling memory renders (``MemoryRenders``)."""
 
     def __init__(self, root: str, ids: list[str], folder: Path, frames: int):
         ds = EpisodeDataset(root)
-        depths = []
+        depths, Ks, views = [], [], []
         for eid in ids:
             ep = ds.load(eid)
-            if "depth" not in ep:
-                raise ValueError(f"{ds.path(eid)}: a memory model trains on recorded depth (key 'depth')")
+            for key in ("depth", "K", "world_to_camera"):
+                if key not in ep:
+                    raise ValueError(f"{ds.path(eid)}: a memory model trains on recorded depth and cameras (key {key!r})")
             depths.append(torch.from_numpy(ep["depth"][:frames]))
-        self.depth = torch.stack(depths)
+            Ks.append(torch.from_numpy(np.asarray(ep["K"], np.float32)))
+            views.append(torch.from_numpy(np.asarray(ep["world_to_camera"][:frames], np.float32)))
+        self.depth, self.K, self.views = torch.stack(depths), torch.stack(Ks), torch.stack(views)   # (N, T, H, W), (N, 3, 3), (N, T, 4, 4)
         self.renders = MemoryRenders(folder, ids)
 
     def frame(self, data, e, st, idx) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,3 +160,17 @@ class MemoryEpisodes:
         idx = np.maximum(idx, 0)
         rgb = data.store[e, st, idx].permute(0, 3, 1, 2).float() / 255
         return rgb, self.depth[e, idx].float()[:, None]
+
+    def context(self, data, e, st, n, K: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The true frames n-K ... n-1 as RGB-D latents, newest first: context (B, K, 80, h, w) and
+        valid (B, K, 1, h, w) (0 before frame 0)."""
+        ctx, valid = None, None
+        for f in [n - 1 - j for j in range(K - 1, -1, -1)]:                    # oldest first
+            rgb, depth = self.frame(data, e, st, f)
+            lat = to_latent(frame_image(rgb, depth))
+            if ctx is None:
+                ctx = torch.zeros(len(e), K, *lat.shape[1:])
+                valid = torch.zeros(len(e), K, 1, *lat.shape[2:])
+            ctx, valid = push_context(ctx, valid, lat)
+            valid[torch.from_numpy(f < 0), 0] = 0
+        return ctx, valid

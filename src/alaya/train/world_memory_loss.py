@@ -12,8 +12,8 @@ One frame n of one recorded episode, in a style with cached memory renders (``wo
   (``gate_target``); the model generates the change from ``memory_base`` (the memory where it
   covers, the newest context frame elsewhere) by flow matching, all three channels at once;
 * standing still (``still_prob``): target, context and memory are frame n-1 (memory: that frame
-  where it has geometry, as a session's memory is once it stood a frame), no actions, gate 1
-  where covered;
+  where it has geometry, and its sky as a backdrop when the model stores one, as a session's
+  memory is once it stood a frame), no actions, gate 1 where covered;
 * degraded memory (``memory_degrade``): in play the memory's newest parts are the model's own
   frames (inserted where the memory had holes: at the side a turn or a strafe uncovers, at the
   floor a walk uncovers), blurred by the one-step mean, misplaced by guessed depth and pinholed;
@@ -21,6 +21,9 @@ One frame n of one recorded episode, in a style with cached memory renders (``wo
   band of the memory at a random side (10-45% of the view) is made so (``degrade_memory``); the
   gate's target there is then 0 wherever it is wrong, so the model learns to repair it instead
   of keeping it;
+* self-rollout (``memory_rollout``, on ``memory_rollout_prob`` of the steps, instead of the
+  above): the memory and context hold the model's own frames, generated as play generates them
+  (``alaya.train.world_memory_rollout``);
 * reset (``reset_prob``): what a session does with its start frame: an empty memory, one context
   frame with unknown depth (disparity 0), no actions; the target is that frame with its depth, so
   the model learns to predict a start frame's depth.
@@ -38,6 +41,7 @@ from alaya.models.student import push_context
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
 from alaya.train.world_memory import MemoryEpisodes
+from alaya.train.world_memory_rollout import rollout_batch
 
 
 def add_context_noise(ctx: torch.Tensor, valid: torch.Tensor, cfg, rng: np.random.Generator):
@@ -78,16 +82,7 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
     fixed = still | reset
     rows = action_rows(data, e, n, m.action_history) * torch.from_numpy(~fixed).view(B, 1, 1).float()
     style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
-    frames = [n - 1 - j for j in range(K - 1, -1, -1)]                        # oldest first
-    ctx, valid = None, None
-    for f in frames:
-        rgb, depth = mem.frame(data, e, st, f)
-        lat = to_latent(frame_image(rgb, depth))
-        if ctx is None:
-            ctx = torch.zeros(B, K, *lat.shape[1:])
-            valid = torch.zeros(B, K, 1, *lat.shape[2:])
-        ctx, valid = push_context(ctx, valid, lat)
-        valid[torch.from_numpy(f < 0), 0] = 0
+    ctx, valid = mem.context(data, e, st, n, K)
     target = np.where(fixed, n - 1, n)
     rgb, depth = mem.frame(data, e, st, target)
     mrgb, mcov, mdepth = mem.renders.get(e, st, n)
@@ -96,8 +91,11 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
         prev = to_latent(frame_image(rgb[b], depth[b]))
         ctx[b] = prev[:, None].expand(-1, K, -1, -1, -1)
         valid[b] = 1.0
-        geometry = (depth[b] > 0).float()
-        mrgb[b], mcov[b], mdepth[b] = rgb[b] * geometry, geometry, depth[b]
+        seen = depth[b]
+        if m.memory_sky_depth > 0:                                # the sky as play stores it: a backdrop
+            seen = torch.where(seen > 0, seen, torch.full_like(seen, m.memory_sky_depth))
+        geometry = (seen > 0).float()
+        mrgb[b], mcov[b], mdepth[b] = rgb[b] * geometry, geometry, seen
     if reset.any():
         b = torch.from_numpy(reset)
         unknown = to_latent(frame_image(rgb[b]))                  # depth unknown: disparity 0
@@ -147,10 +145,16 @@ def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, wei
     n_ep, _, T = data.shape
     e = rng.integers(n_ep, size=batch_size)
     st = rng.integers(mem.renders.styles, size=batch_size)
-    rgb, depth, ctx, valid, rows, style, (mrgb, mcov, mdepth), target = memory_batch(data, mem, cfg, rng, e, st, T)
-    if cfg.memory_degrade > 0:
-        mrgb, mcov, mdepth = degrade_memory(mrgb, mcov, mdepth, rng, rng.random(len(e)) < cfg.memory_degrade)
     core = model.module if hasattr(model, "module") else model
+    rollout = cfg.memory_rollout > 0 and rng.random() < cfg.memory_rollout_prob
+    if rollout:
+        style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
+        batch = rollout_batch(core, data, mem, cfg, rng, e, st, style, T, int(rng.integers(1, cfg.memory_rollout + 1)))
+    else:
+        batch = memory_batch(data, mem, cfg, rng, e, st, T)
+    rgb, depth, ctx, valid, rows, style, (mrgb, mcov, mdepth), target = batch
+    if cfg.memory_degrade > 0 and not rollout:
+        mrgb, mcov, mdepth = degrade_memory(mrgb, mcov, mdepth, rng, rng.random(len(e)) < cfg.memory_degrade)
     B = len(e)
     gate = gate_target(mrgb, mcov, rgb, cfg.gate_tolerance)
     x = to_latent(frame_image(rgb, depth, gate))
