@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from alaya.models.memory_conditioning import (composite, decode_depth, encode_depth, frame_image, gate_target,
+from alaya.models.memory_conditioning import (as_context, composite, decode_depth, encode_depth, frame_image, gate_target,
                                               kinematic_view, memory_base, memory_latent, to_image, to_latent)
 from alaya.models.world import WorldModel, WorldModelConfig
 
@@ -58,7 +58,11 @@ def test_coverage_picks_the_memory_as_the_base_and_the_gate_blends():
         torch.testing.assert_close(shown[:, 3:4, :, :8], encode_depth(torch.full((1, 1, 16, 8), 2.0)) if g
                                    else torch.zeros(1, 1, 16, 8))       # the depth follows the colour
         torch.testing.assert_close(shown[:, :3, :, 8:], gen_rgb[..., 8:])   # uncovered: always generated
-        assert (shown[:, 4] == 0).all()                                     # a context frame carries no gate
+        torch.testing.assert_close(shown[:, 4:5], g * cov)                   # the gate it used, where covered
+        context = to_image(as_context(composite(to_latent(frame_image(gen_rgb, gate=torch.full_like(cov, g))),
+                                                memory)))
+        torch.testing.assert_close(context[:, :4], shown[:, :4])
+        assert (context[:, 4] == 0.5).all()                                  # a context frame carries no gate
     target = gate_target(mem_rgb, cov, mem_rgb + 0.01)
     assert torch.equal(target, cov)
     assert not gate_target(mem_rgb, cov, ctx_rgb).any()
@@ -220,6 +224,26 @@ def test_a_generated_frame_fills_only_the_memory_holes():
         session.step(action_vector(0.0, 0.0, 1.0, 0.0, None))    # once a second frame confirms it)
         holes += int((session._covered == 0).sum())
     assert 0 < holes < 3 * 32 * 32 and before < len(session.memory) <= before + holes
+
+
+def test_a_covered_pixel_goes_in_only_where_the_gate_replaced_the_memory():
+    from alaya.models.memory_conditioning import generated_insert
+    from alaya.models.view_warp import pinhole
+    K, view = pinhole(16, 70.0), kinematic_view(torch.zeros(1, 3), 0.0, 1.4)
+    image = torch.rand(5, 16, 16)
+    image[3] = encode_depth(torch.full((16, 16), 3.0))
+    image[4, :, :8] = 0.9                           # the gate kept the memory on the left ...
+    image[4, :, 8:] = 0.1                           # ... and replaced it on the right
+    covered = torch.zeros(16, 16)
+    covered[:8] = 1                                 # the memory covered the top half
+    rgb, depth, replaced = generated_insert(image, K, view, covered, False, 0.0, replace_below=0.5)
+    assert rgb.dtype == torch.uint8 and rgb.shape == (16, 16, 3)
+    assert (depth[:8, :8] == 0).all()               # covered and kept: the memory has it
+    assert torch.allclose(depth[:8, 8:], torch.tensor(3.0), atol=1e-3)   # covered and replaced: goes in
+    assert torch.allclose(depth[8:], torch.tensor(3.0), atol=1e-3)       # not covered: goes in
+    assert replaced[:8, 8:].all() and replaced.sum() == 8 * 8            # only the replaced may see through
+    _, holes, _ = generated_insert(image, K, view, covered, False, 0.0, replace_below=0.0)
+    assert (holes[:8] == 0).all() and (holes[8:] > 0).all()             # 0: the holes only
 
 
 def test_the_copied_noise_and_times_match_the_world_recipe():

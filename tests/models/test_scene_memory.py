@@ -219,6 +219,22 @@ def test_what_is_seen_behind_a_remembered_body_removes_it():
     assert len(memory) == 64
 
 
+def test_a_see_through_mask_limits_what_a_frame_may_remove():
+    memory = SceneMemory(SceneMemoryConfig(see_through=False))
+    memory.insert(colour(0, 255, 0), torch.full((8, 8), 2.0), K8, at(), time=0)
+    far = torch.full((8, 8), 5.0)
+    memory.insert(colour(255, 0, 0), far, K8, at(), time=1)
+    assert len(memory) == 64                 # the config forbids removing
+    mask = torch.zeros(8, 8, dtype=torch.bool)
+    mask[:, :4] = True
+    memory.insert(colour(255, 0, 0), far, K8, at(), time=2, see_through=mask)
+    out = memory.render(K8, at(), 8, 8)
+    assert (out.depth[0][:, 5:] == 2.0).all()           # outside the mask: kept
+    assert (out.depth[0][:, :3] == 5.0).all()           # inside: removed, what lies behind shows
+    with pytest.raises(ValueError, match="see_through"):
+        memory.insert(colour(255, 0, 0), far, K8, at(), time=3, see_through=torch.ones(4, 4, dtype=torch.bool))
+
+
 def test_a_body_in_motion_is_not_remembered():
     wall, rgb = torch.full((8, 8), 5.0), colour(255, 0, 0)
     rgb[:, :2] = rgb[:, 4:6] = torch.tensor([0, 0, 255], dtype=torch.uint8)

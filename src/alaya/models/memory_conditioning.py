@@ -91,13 +91,22 @@ def memory_base(memory: torch.Tensor, newest: torch.Tensor, factor: int = 4) -> 
 
 def composite(frame: torch.Tensor, memory: torch.Tensor, factor: int = 4) -> torch.Tensor:
     """The shown frame (B, 80, h, w): rgb and disparity = g * memory + (1 - g) * generated where
-    the memory covers (g the generated gate, clamped to [0, 1]), gate 0 (a context frame carries
-    none). The depth follows the colour, so what the memory kept goes back in at its own depth
-    (no point is taken for a moved body by the sampler's small depth noise)."""
+    the memory covers (g the generated gate, clamped to [0, 1]); its gate channel is that g (0
+    where the memory does not cover), which tells the insert where the model replaced the memory
+    (``generated_insert``; ``as_context`` drops it before the frame becomes context). The depth
+    follows the colour, so what the memory kept goes back in at its own depth (no point is taken
+    for a moved body by the sampler's small depth noise)."""
     f, m = to_image(frame, factor), to_image(memory, factor)
     g = f[:, 4:5].clamp(0, 1) * (m[:, 3:4] > 0.5).float()
     rgbd = g * torch.cat([m[:, :3], m[:, 4:5]], 1) + (1 - g) * f[:, :4]
-    return to_latent(torch.cat([rgbd, torch.zeros_like(g)], 1), factor)
+    return to_latent(torch.cat([rgbd, g], 1), factor)
+
+
+def as_context(latent: torch.Tensor, factor: int = 4) -> torch.Tensor:
+    """A frame's latent (B, 80, h, w) as a context frame: its gate channels zeroed (a context
+    carries no gate; the same value in training, rollouts and play)."""
+    gate = (IMAGE_CHANNELS - 1) * factor * factor
+    return torch.cat([latent[:, :gate], torch.zeros_like(latent[:, gate:])], 1)
 
 
 def gate_target(memory_rgb: torch.Tensor, coverage: torch.Tensor, rgb: torch.Tensor, tolerance: float = 0.04) -> torch.Tensor:
@@ -140,14 +149,21 @@ def kinematic_view(pose: torch.Tensor, pitch_degrees: float, eye_height: float) 
 
 
 def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, covered: torch.Tensor | None,
-                     floor_clamp: bool, sky_depth: float, holes_only: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                     floor_clamp: bool, sky_depth: float, replace_below: float
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """What of a generated frame goes into the scene memory, as play inserts it: ``image`` (5, H, W)
-    in [0, 1] (``to_image`` of the shown latent) seen by camera ``view`` (4, 4) with ``K``;
-    ``covered`` (H, W): where the memory covered the view before the frame (None: nowhere). Returns
-    rgb uint8 (H, W, 3) and depth (H, W) metres, 0 where nothing goes in: the generated depth,
-    no farther than the floor along its ray (``floor_clamp``), the sky as a backdrop ``sky_depth``
-    away (> 0), and only where the memory did not cover (``holes_only``: where it covered, a depth
-    that disagrees is the guess's error)."""
+    in [0, 1] (``to_image`` of the shown latent: rgb, disparity, the gate ``composite`` used) seen
+    by camera ``view`` (4, 4) with ``K``; ``covered`` (H, W): where the memory covered the view
+    before the frame (None: nowhere). Returns rgb uint8 (H, W, 3), depth (H, W) metres (0 where
+    nothing goes in) and the see-through mask (H, W) bool for ``SceneMemory.insert``:
+
+    * the generated depth, no farther than the floor along its ray (``floor_clamp``), the sky as
+      a backdrop ``sky_depth`` away (> 0);
+    * where the memory did not cover: all of it;
+    * where it covered: only where the gate is below ``replace_below`` (the model replaced what
+      the memory showed: a body that moved, a coarse or wrong surface), and only there may the
+      frame remove the points it sees past. Where the gate kept the memory, nothing: the memory
+      has it. ``replace_below`` 0: holes only."""
     H, W = image.shape[-2:]
     rgb = (image[:3].clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0)
     depth = decode_depth(image[3].clamp(0, 1))
@@ -155,7 +171,7 @@ def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, c
         depth = clamp_to_floor(depth, floor_depth(K, view, H, W))
     if sky_depth > 0:
         depth = torch.where(depth > 0, depth, torch.full_like(depth, sky_depth))
-    if holes_only and covered is not None:
-        depth = depth * (1 - covered)
-    return rgb, depth
-
+    covered = torch.zeros(H, W) if covered is None else covered.float()
+    replaced = (covered > 0.5) & (image[4] < replace_below)
+    depth = depth * ((covered <= 0.5) | replaced).float()
+    return rgb, depth, replaced

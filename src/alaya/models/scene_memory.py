@@ -329,11 +329,13 @@ class SceneMemory:
         return MemoryView(rgb.T.reshape(3, H, W), coverage.reshape(1, H, W), depth.reshape(1, H, W))
 
     # -- insert and evict ---------------------------------------------------------------------
-    def insert(self, rgb, depth, K, world_to_camera, time: float) -> int:
+    def insert(self, rgb, depth, K, world_to_camera, time: float, see_through: torch.Tensor | None = None) -> int:
         """Add a frame: ``rgb`` (H, W, 3) or (3, H, W), uint8 or floats in [0, 1]; ``depth`` (H, W)
         metres along the view axis (0 = background, not stored); ``K`` (3, 3); ``world_to_camera``
-        (4, 4); ``time`` when it was seen (frames or seconds: ``max_age``'s unit). Returns how
-        many points were added (module docstring: what is not added again, what is removed)."""
+        (4, 4); ``time`` when it was seen (frames or seconds: ``max_age``'s unit). ``see_through``
+        (H, W) bool: the pixels whose view may remove points (default: all if the config's
+        ``see_through``, else none). Returns how many points were added (module docstring: what is
+        not added again, what is removed)."""
         rgb, depth = _check_frame(rgb, depth)
         K, w2c = check_camera(K, world_to_camera)
         time = float(torch.as_tensor(time, dtype=torch.float64))
@@ -378,8 +380,14 @@ class SceneMemory:
             far = torch.where(depth > 0, depth, torch.full_like(depth, float("inf")))
             around = -torch.nn.functional.max_pool2d(-far[None, None], 3, 1, 1).reshape(-1)
             hit = front.index >= 0
-            if c.see_through:
-                gone.append(chosen(hit & front.own & (front.depth < around * (1 - c.depth_tolerance)), front.index))
+            past = hit & front.own & (front.depth < around * (1 - c.depth_tolerance))
+            if see_through is not None:
+                mask = torch.as_tensor(see_through, dtype=torch.bool)
+                if mask.shape != (H, W):
+                    raise ValueError(f"see_through: expected a ({H}, {W}) mask, got {tuple(mask.shape)}")
+                gone.append(chosen(past & mask.reshape(-1), front.index))
+            elif c.see_through:
+                gone.append(chosen(past, front.index))
             gone = torch.cat(gone)
             new &= ~known
         else:

@@ -96,8 +96,9 @@ class WorldModelConfig:
                                          # along its ray (memory_conditioning.clamp_to_floor)
     memory_sky_depth: float = 0.0        # > 0: what a frame shows as sky goes into the memory this far away
                                          # (a backdrop that turns with the view), else the sky is not stored
-    memory_holes_only: bool = True       # a generated frame goes in only where the memory did not cover its
-                                         # view: where it covers, a depth disagreement is the guess's error
+    memory_replace_below: float = 0.5    # where the memory covered the view, a generated frame goes in (and
+                                         # may remove what it sees past) only where its gate is below this
+                                         # (the model replaced the memory there); 0: only into the holes
 
     def __post_init__(self):
         if self.codec not in CODECS:

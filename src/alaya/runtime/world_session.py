@@ -34,7 +34,7 @@ from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.diffusion.flow import time_grid
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
-from alaya.models.memory_conditioning import (frame_image, generated_insert, kinematic_view, memory_latent, to_image,
+from alaya.models.memory_conditioning import (as_context, frame_image, generated_insert, kinematic_view, memory_latent, to_image,
                                               to_latent)
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 from alaya.models.student import push_context
@@ -109,7 +109,7 @@ class WorldSession:
         if prompt is not None:
             self.set_prompt(prompt)
         if c.memory:
-            z = to_latent(frame_image(x, self._check_depth(depth)))
+            z = as_context(to_latent(frame_image(x, self._check_depth(depth))))
         else:
             z = self.autoencoder.encode(x)
         self.anchor = z
@@ -171,7 +171,7 @@ class WorldSession:
             out = self.backend.integrate(torch.randn(z.shape, generator=gen), self.times, cond, features)
             out = self.model.finish(out, self.context[:, 0], self.stabilize, empty)
             u = to_image(out)[:, 3:4].clamp(0, 1)
-            z = to_latent(torch.cat([x, u, torch.zeros_like(u)], 1))
+            z = as_context(to_latent(torch.cat([x, u, torch.zeros_like(u)], 1)))
             self.context = self.context.clone()
             self.context[:, 0] = z
             self.anchor = z
@@ -181,9 +181,9 @@ class WorldSession:
     def _insert(self, z: torch.Tensor) -> None:
         """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth."""
         c = self.model.config
-        rgb, depth = generated_insert(to_image(z)[0], self.K, self._view, self._covered, c.memory_floor_clamp,
-                                      c.memory_sky_depth, c.memory_holes_only)
-        self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index)
+        rgb, depth, replaced = generated_insert(to_image(z)[0], self.K, self._view, self._covered,
+                                                c.memory_floor_clamp, c.memory_sky_depth, c.memory_replace_below)
+        self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index, see_through=replaced)
 
     @torch.no_grad()
     def step_latent(self, action) -> torch.Tensor:
@@ -221,6 +221,7 @@ class WorldSession:
         z = self.model.finish(z, context[:, 0], self.stabilize, memory)
         if c.memory:
             self._insert(z)
+            z = as_context(z)
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
 

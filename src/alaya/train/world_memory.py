@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from alaya.data.episodes import EpisodeDataset
 from alaya.io import atomic_path
-from alaya.models.memory_conditioning import frame_image, to_latent
+from alaya.models.memory_conditioning import as_context, frame_image, to_latent
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 from alaya.models.student import push_context
 
@@ -167,7 +167,7 @@ class MemoryEpisodes:
         ctx, valid = None, None
         for f in [n - 1 - j for j in range(K - 1, -1, -1)]:                    # oldest first
             rgb, depth = self.frame(data, e, st, f)
-            lat = to_latent(frame_image(rgb, depth))
+            lat = as_context(to_latent(frame_image(rgb, depth)))
             if ctx is None:
                 ctx = torch.zeros(len(e), K, *lat.shape[1:])
                 valid = torch.zeros(len(e), K, 1, *lat.shape[2:])

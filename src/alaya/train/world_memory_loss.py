@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
-from alaya.models.memory_conditioning import frame_image, gate_target, memory_latent, to_latent
+from alaya.models.memory_conditioning import as_context, frame_image, gate_target, memory_latent, to_latent
 from alaya.models.student import push_context
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
@@ -159,7 +159,7 @@ def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, wei
     gate = gate_target(mrgb, mcov, rgb, cfg.gate_tolerance)
     x = to_latent(frame_image(rgb, depth, gate))
     noisy, level = add_context_noise(ctx, valid, cfg, rng)
-    noisy = torch.cat([noisy[:, :, :64], torch.zeros_like(noisy[:, :, 64:])], 2)     # a context carries no gate
+    noisy = torch.stack([as_context(noisy[:, k]) for k in range(noisy.shape[1])], 1)   # a context carries no gate
     eps_m = torch.from_numpy(rng.standard_normal(mrgb.shape)).float()
     mrgb = ((mrgb + 0.5 * level.view(B, 1, 1, 1) * eps_m).clamp(0, 1)) * mcov
     memory = memory_latent(mrgb, mcov, mdepth)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from alaya.models.memory_conditioning import generated_insert, memory_latent, to_image
+from alaya.models.memory_conditioning import as_context, generated_insert, memory_latent, to_image
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 from alaya.models.student import push_context
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
@@ -68,12 +68,12 @@ def rollout_batch(core, data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.
         rows = action_rows(data, e, f, m.action_history)
         z = torch.randn(memory.shape, generator=gen)
         out = core.sample(z, memory, ctx, valid, style, rows, level, stabilize=True, pitch=frame_pitch(data, e, f))
-        ctx, valid = push_context(ctx, valid, out)
+        ctx, valid = push_context(ctx, valid, as_context(out))
         image = to_image(out)
         for b, memory_b in enumerate(memories):
-            rgb_b, depth_b = generated_insert(image[b], Ks[b], views[b], mcov[b, 0], m.memory_floor_clamp,
-                                              m.memory_sky_depth, m.memory_holes_only)
-            memory_b.insert(rgb_b, depth_b, Ks[b], views[b], time=j + 1)
+            rgb_b, depth_b, replaced = generated_insert(image[b], Ks[b], views[b], mcov[b, 0], m.memory_floor_clamp,
+                                                        m.memory_sky_depth, m.memory_replace_below)
+            memory_b.insert(rgb_b, depth_b, Ks[b], views[b], time=j + 1, see_through=replaced)
     rows = action_rows(data, e, n, m.action_history)
     rgb, depth = mem.frame(data, e, st, n)
     renders = render_batch(memories, Ks, mem.views[e, n], H, W)
