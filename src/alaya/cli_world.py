@@ -91,7 +91,8 @@ def _eval_world_live(a: argparse.Namespace) -> int:
     import torch
 
     from alaya.data.actions import ACTION_COLUMNS
-    from alaya.evaluation.live_reference import game_player, shipped_size, start_scenes
+    from alaya.evaluation.live_reference import game_player, start_scenes
+    from alaya.runtime.world_session import shipped_size
     from alaya.evaluation.live_report import write_live_report
     from alaya.evaluation.live_scripts import data_action_columns
     from alaya.evaluation.world_live import LiveConfig, evaluate_live, public_json
@@ -133,7 +134,8 @@ def _eval_world(a: argparse.Namespace) -> int:
     from alaya.evaluation.world_eval import WorldEvalConfig, evaluate_world, load_idm, public_json
     from alaya.evaluation.world_report import write_world_report
     from alaya.runtime.world_session import WorldSessionFactory
-    a.size = a.size or 64
+    from alaya.runtime.world_session import shipped_size
+    a.size = a.size or shipped_size(a.weights)
     from alaya.evaluation.other_data import data_action_ranges, idm_mismatch
     factory = WorldSessionFactory.from_pretrained(a.weights, size=a.size, backend=a.backend)
     ds = EpisodeDataset(a.data)
@@ -224,7 +226,7 @@ def add_eval_world_command(esub) -> None:
     ew.add_argument("--weights", default=default_weights("world_model"))
     ew.add_argument("--idm", default=default_weights("inverse_dynamics"), help="inverse-dynamics model ('' to skip)")
     ew.add_argument("--size", type=int, default=None,
-                    help="frame size (default 64; --live: the size of the weights' start frames, the model's own)")
+                    help="frame size (default: the size of the weights' start frames, the model's own)")
     ew.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
     ew.add_argument("--seed", type=int, default=0)
     ew.add_argument("--report", help="folder for report.md, results.json, figures and a GIF")

@@ -114,13 +114,3 @@ def start_scenes(weights: str | os.PathLike[str], size: int, data: str | os.Path
     return scenes
 
 
-def shipped_size(weights: str | os.PathLike[str]) -> int:
-    """The size of the start frames shipped with ``weights`` (the model's own play size)."""
-    paths = sorted((Path(weights) / "starts").glob("*.png"))
-    if not paths:
-        raise FileNotFoundError(f"{Path(weights) / 'starts'}: no start frames (*.png)")
-    with Image.open(paths[0]) as im:
-        w, h = im.size
-    if w != h:
-        raise ValueError(f"{paths[0]}: start frame is {w}x{h}, expected a square")
-    return w

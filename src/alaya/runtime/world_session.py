@@ -321,3 +321,20 @@ def load_start_frames(folder, size: int | None = None) -> list[np.ndarray]:
             raise ValueError(f"{p}: start frame is {a.shape[1]}x{a.shape[0]}, expected {size}x{size}")
         frames.append(a)
     return frames
+
+
+def shipped_size(weights) -> int:
+    """The size of the start frames shipped with ``weights`` (``<weights>/starts/*.png``): the
+    model's own play size."""
+    from pathlib import Path
+
+    from PIL import Image
+    paths = sorted((Path(weights) / "starts").glob("*.png"))
+    if not paths:
+        raise FileNotFoundError(f"{Path(weights) / 'starts'}: no start frames (*.png)")
+    with Image.open(paths[0]) as im:
+        w, h = im.size
+    if w != h:
+        raise ValueError(f"{paths[0]}: start frame is {w}x{h}, expected a square")
+    return w
+

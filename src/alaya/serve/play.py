@@ -26,7 +26,7 @@ class PlayConfig:
     decoder: str = default_weights("guided_decoder")       # the Flash student's
     world_decoder: str = default_weights("tiny_decoder")
     backend: str | None = None                              # None: onnx-int8, or onnx with world
-    size: int | None = None                                 # None: 128, or 64 with world
+    size: int | None = None                                 # None: 128, or with world the size of its start frames
     fps: float = 30.0
     max_sessions: int = 8
     token: str | None = None
@@ -40,7 +40,11 @@ class PlayConfig:
 
     def __post_init__(self):
         if self.size is None:
-            self.size = 64 if self.world else 128
+            if self.world:
+                from alaya.runtime.world_session import shipped_size
+                self.size = shipped_size(self.world_weights)
+            else:
+                self.size = 128
         if self.backend is None:
             self.backend = "onnx" if self.world else "onnx-int8"
         if self.world and self.backend == "onnx-int8":

@@ -27,7 +27,8 @@ from gymnasium import spaces
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ActionError, check_actions
 from alaya.paths import default_weights
-from alaya.runtime.world_session import WorldSessionFactory, load_start_depths, load_start_frames
+from alaya.runtime.world_session import (WorldSessionFactory, load_start_depths, load_start_frames,
+                                         shipped_size)
 
 ENV_ID = "alaya/WorldModel-v0"
 ACTION_LOW = np.array([-1.0] * len(NAVIGATION) + [0.0] * (ACTION_DIM - len(NAVIGATION)), np.float32)
@@ -70,16 +71,18 @@ def soft_action(action) -> np.ndarray:
 class WorldModelEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
 
-    def __init__(self, weights: str = default_weights("world_model"), prompt: str = "a golden sunset", size: int = 64,
+    def __init__(self, weights: str = default_weights("world_model"), prompt: str = "a golden sunset", size: int | None = None,
                  max_steps: int = 1000, backend: str = "onnx", render_mode: str | None = None,
                  reward_fn: RewardFn | None = None, autoencoder: str = default_weights("autoencoder"),
                  decoder: str = default_weights("tiny_decoder"), encoder=None, threads: int | None = None):
         """``weights``: a world model's ``save_pretrained`` folder with ``starts/*.png`` beside
-        it; ``encoder``: a ``PromptEncoder`` (default: :func:`shared_encoder`)."""
+        it; ``size``: the frame size (default: its start frames', the model's own); ``encoder``: a
+        ``PromptEncoder`` (default: :func:`shared_encoder`)."""
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        size = shipped_size(weights) if size is None else size
         self.factory = WorldSessionFactory.from_pretrained(weights, autoencoder, decoder, size=size,
                                                            backend=backend, prompt_encoder=encoder or shared_encoder(),
                                                            threads=threads)
