@@ -1,4 +1,5 @@
-"""The ceiling of a play memory: how good the scene memory stays with a perfect generator.
+"""The ceiling of a play memory: how good the scene memory stays with a perfect generator (beside
+the training renders of ``alaya.train.world_memory``, which insert every true frame whole).
 
 A session renders its memory at each frame's camera, the model generates the frame, and the
 frame goes into the memory by play's rule (``memory_conditioning.generated_insert``). Here the
@@ -7,7 +8,7 @@ depth, and its gate the ideal one (``gate_target``: keep the memory where it is 
 the truth). What the memory then shows, against the true frame, is the best any model can get
 out of that insert rule; a rule that loses detail even with a perfect model loses it in play.
 
-    python -m alaya.evaluation.memory_ceiling --data /work/data/episodes128 --episodes ep00002 --json
+    python -m alaya.train.memory_ceiling --data /work/data/episodes128 --episodes ep00002 --json
 
 Rules: ``holes`` (a generated frame goes in only where the memory did not cover),
 ``gated`` (also where the gate replaced the memory, which may also remove what it sees past:

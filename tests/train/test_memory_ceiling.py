@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from alaya.evaluation.memory_ceiling import memory_ceiling
+from alaya.train.memory_ceiling import memory_ceiling
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
