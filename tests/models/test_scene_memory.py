@@ -235,6 +235,23 @@ def test_a_see_through_mask_limits_what_a_frame_may_remove():
         memory.insert(colour(255, 0, 0), far, K8, at(), time=3, see_through=torch.ones(4, 4, dtype=torch.bool))
 
 
+def test_fill_pinholes_fills_isolated_holes_only():
+    from alaya.models.scene_memory import fill_pinholes
+    rgb = torch.rand(1, 3, 12, 12)
+    depth = torch.full((1, 1, 12, 12), 3.0)
+    cov = torch.ones(1, 1, 12, 12)
+    cov[..., 5, 5] = 0                        # a pinhole
+    cov[..., :, 9:] = 0                       # an uncovered strip, 3 wide
+    rgb, depth = rgb * cov, depth * cov
+    out_rgb, out_cov, out_depth = fill_pinholes(rgb, cov, depth, passes=2)
+    assert out_cov[0, 0, 5, 5] == 1 and abs(float(out_depth[0, 0, 5, 5]) - 3.0) < 1e-5
+    neighbours = rgb[0, :, 4:7, 4:7].sum((1, 2)) / 8
+    torch.testing.assert_close(out_rgb[0, :, 5, 5], neighbours)
+    assert (out_cov[..., :, 10:] == 0).all()  # a strip is not a pinhole: at most its border column fills
+    torch.testing.assert_close(out_rgb * cov, rgb * cov)                       # covered pixels unchanged
+    assert torch.equal(fill_pinholes(rgb, cov, depth, passes=0)[1], cov)       # 0 passes: off
+
+
 def test_a_body_in_motion_is_not_remembered():
     wall, rgb = torch.full((8, 8), 5.0), colour(255, 0, 0)
     rgb[:, :2] = rgb[:, 4:6] = torch.tensor([0, 0, 255], dtype=torch.uint8)

@@ -84,6 +84,31 @@ class MemoryView(NamedTuple):
     depth: torch.Tensor      # (1, H, W) float32 metres along the view axis, 0 where not covered
 
 
+def fill_pinholes(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, passes: int = 2,
+                  min_neighbours: int = 5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A render's (rgb (B, 3, H, W), coverage and depth (B, 1, H, W)) pinholes filled: an uncovered
+    pixel with at least ``min_neighbours`` of its 8 neighbours covered takes their mean colour and
+    depth, ``passes`` times. A memory filled from generated frames is pinholed where a frame's
+    depth did not confirm the one before (``confirm``); unfilled, each pinhole is generated anew
+    every frame from a context that does not line up with it, and what it guessed bleeds in.
+    Pure: new tensors."""
+    kernel = torch.ones(1, 1, 3, 3, dtype=rgb.dtype)
+    for _ in range(passes):
+        cov = (coverage > 0.5).to(rgb.dtype)
+        count = torch.nn.functional.conv2d(cov, kernel, padding=1)
+        fill = (cov == 0) & (count >= min_neighbours)
+        if not fill.any():
+            break
+        total = count.clamp(min=1)
+        mean_rgb = torch.nn.functional.conv2d((rgb * cov).reshape(-1, 1, *rgb.shape[-2:]), kernel,
+                                              padding=1).reshape(rgb.shape) / total
+        mean_depth = torch.nn.functional.conv2d(depth * cov, kernel, padding=1) / total
+        rgb = torch.where(fill, mean_rgb, rgb)
+        depth = torch.where(fill, mean_depth, depth)
+        coverage = torch.where(fill, torch.ones_like(coverage), coverage)
+    return rgb, coverage, depth
+
+
 class _Candidates(NamedTuple):
     """Every (pixel, point) pair a splat reaches in one view, flat."""
     pix: torch.Tensor        # (C,) int64 pixel index y * W + x

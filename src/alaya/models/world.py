@@ -96,6 +96,7 @@ class WorldModelConfig:
                                          # along its ray (memory_conditioning.clamp_to_floor)
     memory_sky_depth: float = 0.0        # > 0: what a frame shows as sky goes into the memory this far away
                                          # (a backdrop that turns with the view), else the sky is not stored
+    memory_fill_pinholes: int = 2        # passes of scene_memory.fill_pinholes over each memory render (0: off)
     memory_replace_below: float = 0.5    # where the memory covered the view, a generated frame goes in (and
                                          # may remove what it sees past) only where its gate is below this
                                          # (the model replaced the memory there); 0: only into the holes

@@ -36,7 +36,7 @@ from alaya.diffusion.flow import time_grid
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
 from alaya.models.memory_conditioning import (as_context, frame_image, generated_insert, kinematic_view, memory_latent, to_image,
                                               to_latent)
-from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
+from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig, fill_pinholes
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
 from alaya.models.world import WorldModel
@@ -210,8 +210,9 @@ class WorldSession:
         if c.memory:                                    # the memory seen from frame n's camera
             self._view = self.camera_view()
             r = self.memory.render(self.K, self._view, self.size, self.size)
-            self._covered = r.coverage[0]
-            anchor = memory = memory_latent(r.rgb[None], r.coverage[None], r.depth[None])
+            self._covered = r.coverage[0]                  # the pinholes filled below still take the frame
+            rgb, coverage, depth = fill_pinholes(r.rgb[None], r.coverage[None], r.depth[None], c.memory_fill_pinholes)
+            anchor = memory = memory_latent(rgb, coverage, depth)
         else:
             anchor = self.model.align_anchor(self.anchor, context[:, 0], self.anchor_pose, self.anchor_pitch,
                                              self.pose, pitch)                            # anchor_warp

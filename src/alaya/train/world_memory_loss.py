@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
 from alaya.models.memory_conditioning import as_context, frame_image, gate_target, memory_latent, to_latent
-from alaya.models.student import push_context
+from alaya.models.scene_memory import fill_pinholes
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
 from alaya.train.world_memory import MemoryEpisodes
@@ -85,7 +85,7 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
     ctx, valid = mem.context(data, e, st, n, K)
     target = np.where(fixed, n - 1, n)
     rgb, depth = mem.frame(data, e, st, target)
-    mrgb, mcov, mdepth = mem.renders.get(e, st, n)
+    mrgb, mcov, mdepth = fill_pinholes(*mem.renders.get(e, st, n), m.memory_fill_pinholes)    # as play shows it
     if fixed.any():
         b = torch.from_numpy(fixed)
         prev = to_latent(frame_image(rgb[b], depth[b]))

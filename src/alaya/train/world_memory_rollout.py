@@ -11,6 +11,7 @@ its own insertions look like, nor to repair them. Here (``memory_rollout``: up t
 * frames m ... n-1 are generated without gradient, exactly as a session plays them (the play
   steps' sampler, the play noise level 0, ``stabilize``), at the recorded cameras; each is pushed
   into the context and inserted into the memory as play inserts it (``generated_insert``);
+* every render the network sees has its pinholes filled, as play's (``fill_pinholes``);
 * frame n, the trained one, is then the usual target (true RGB-D, gate "the memory is right
   here"), given the memory and context the rollout left.
 
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 
 from alaya.models.memory_conditioning import as_context, generated_insert, memory_latent, to_image
-from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
+from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig, fill_pinholes
 from alaya.models.student import push_context
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
 from alaya.train.world_memory import MemoryEpisodes
@@ -39,6 +40,11 @@ def render_batch(memories: list[SceneMemory], K: torch.Tensor, views: torch.Tens
     """Each memory rendered at its camera: rgb (B, 3, H, W), coverage and depth (B, 1, H, W)."""
     views_ = [m.render(K[b], views[b], H, W) for b, m in enumerate(memories)]
     return tuple(torch.stack([getattr(v, f) for v in views_]) for f in ("rgb", "coverage", "depth"))
+
+
+def shown_memory(renders, passes: int):
+    """The renders as the network sees them in play: pinholes filled (``fill_pinholes``)."""
+    return fill_pinholes(*renders, passes)
 
 
 @torch.no_grad()
@@ -64,7 +70,7 @@ def rollout_batch(core, data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.
         f = first + j
         views = mem.views[e, f]
         mrgb, mcov, mdepth = render_batch(memories, Ks, views, H, W)
-        memory = memory_latent(mrgb, mcov, mdepth)
+        memory = memory_latent(*shown_memory((mrgb, mcov, mdepth), m.memory_fill_pinholes))
         rows = action_rows(data, e, f, m.action_history)
         z = torch.randn(memory.shape, generator=gen)
         out = core.sample(z, memory, ctx, valid, style, rows, level, stabilize=True, pitch=frame_pitch(data, e, f))
@@ -76,5 +82,5 @@ def rollout_batch(core, data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.
             memory_b.insert(rgb_b, depth_b, Ks[b], views[b], time=j + 1, see_through=replaced)
     rows = action_rows(data, e, n, m.action_history)
     rgb, depth = mem.frame(data, e, st, n)
-    renders = render_batch(memories, Ks, mem.views[e, n], H, W)
+    renders = shown_memory(render_batch(memories, Ks, mem.views[e, n], H, W), m.memory_fill_pinholes)
     return rgb, depth, ctx, valid, rows, style, renders, n
