@@ -53,6 +53,7 @@ def train_world_from_args(a: argparse.Namespace, train):
         model_cfg.memory, model_cfg.latent_channels = True, 80
         model_cfg.memory_max_points = a.memory_max_points
         model_cfg.memory_sky_depth = a.memory_sky_depth
+        model_cfg.memory_hole_base = a.memory_hole_base
     if a.world_steps:
         model_cfg.steps = a.world_steps
     return train_world(WorldTrainConfig(
@@ -303,6 +304,9 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--camera-motion", default=None,
                     help="world --memory: a learned camera folder (alaya train motion, e.g. weights/camera_motion) "
                          "shipped inside the model folder; play moves the memory's camera by it")
+    tr.add_argument("--memory-hole-base", default="context", choices=["context", "inpaint"],
+                    help="world --memory: the residual's zero where the memory does not cover: the newest context "
+                         "frame, or the memory pulled smoothly into its holes")
     tr.add_argument("--memory-rollout", type=int, default=0,
                     help="world --memory: the model plays up to this many frames before the trained one, so its "
                          "own frames fill the memory's holes and the context as in play (0: off)")

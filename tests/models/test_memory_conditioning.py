@@ -246,6 +246,30 @@ def test_a_covered_pixel_goes_in_only_where_the_gate_replaced_the_memory():
     assert (holes[:8] == 0).all() and (holes[8:] > 0).all()             # 0: the holes only
 
 
+def test_the_inpainted_hole_base_is_smooth_and_keeps_what_is_covered():
+    from alaya.models.memory_conditioning import inpaint
+    image = torch.rand(2, 4, 32, 32)
+    cov = torch.ones(2, 1, 32, 32)
+    cov[:, :, :, :10] = 0                                     # a strip the view turned into
+    out = inpaint(image, cov)
+    torch.testing.assert_close(out[..., 10:], image[..., 10:])
+    assert out.min() >= image.min() - 1e-6 and out.max() <= image.max() + 1e-6   # a mean of what it knows
+    strip = out[..., :10]
+    # no stripes: the fill varies along the rows no more than the known image does, and much less
+    assert strip.diff(dim=-1).abs().mean() < 0.5 * image[..., 10:].diff(dim=-1).abs().mean()
+    mem_rgb = torch.full((1, 3, 16, 16), 0.8)
+    mcov = torch.zeros(1, 1, 16, 16)
+    mcov[..., 4:] = 1
+    memory = memory_latent(mem_rgb, mcov, torch.full_like(mcov, 2.0))
+    newest = to_latent(frame_image(torch.full((1, 3, 16, 16), 0.2), torch.full_like(mcov, 4.0)))
+    torch.testing.assert_close(to_image(memory_base(memory, newest, holes="inpaint"))[:, :3],
+                               torch.full((1, 3, 16, 16), 0.8))      # the holes take the memory's colour
+    torch.testing.assert_close(to_image(memory_base(memory_latent(mem_rgb, 0 * mcov, 0 * mcov), newest,
+                                                    holes="inpaint"))[:, :3], torch.full((1, 3, 16, 16), 0.2))
+    with pytest.raises(ValueError, match="holes"):
+        memory_base(memory, newest, holes="zero")
+
+
 def test_the_copied_noise_and_times_match_the_world_recipe():
     from alaya.train import world as W
     from alaya.train import world_memory_loss as M

@@ -80,13 +80,43 @@ def memory_latent(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor
     return to_latent(torch.cat([rgb.float() * cov, cov, encode_depth(depth) * cov], 1), factor)
 
 
-def memory_base(memory: torch.Tensor, newest: torch.Tensor, factor: int = 4) -> torch.Tensor:
+def memory_base(memory: torch.Tensor, newest: torch.Tensor, factor: int = 4, holes: str = "context") -> torch.Tensor:
     """The residual's zero (B, 80, h, w): rgb and disparity of the memory where it covers the
-    view, of the newest (aligned) context frame elsewhere; the gate is the coverage."""
+    view; elsewhere (``holes``) of the newest (aligned) context frame ("context"), or the memory
+    pulled smoothly into its holes ("inpaint", ``inpaint``: where the view moved, the context
+    does not line up with the holes, and its border pixels repeat into stripes; a sample whose
+    memory covers under 1% of the view, a session's start, still takes the context). The gate
+    is the coverage."""
+    if holes not in HOLE_BASES:
+        raise ValueError(f"holes must be one of {HOLE_BASES}, got {holes!r}")
     m, x = to_image(memory, factor), to_image(newest, factor)
     cov = m[:, 3:4]
-    rgbd = cov * torch.cat([m[:, :3], m[:, 4:5]], 1) + (1 - cov) * x[:, :4]
+    known = torch.cat([m[:, :3], m[:, 4:5]], 1)
+    fill = x[:, :4]
+    if holes == "inpaint":
+        empty = (cov.mean((1, 2, 3)) < 0.01).view(-1, 1, 1, 1)
+        fill = torch.where(empty, fill, inpaint(known, cov))
+    rgbd = cov * known + (1 - cov) * fill
     return to_latent(torch.cat([rgbd, cov], 1), factor)
+
+
+HOLE_BASES = ("context", "inpaint")
+
+
+def inpaint(image: torch.Tensor, coverage: torch.Tensor) -> torch.Tensor:
+    """(B, C, H, W) with its uncovered pixels (``coverage`` (B, 1, H, W) 0) filled by push-pull:
+    coverage-weighted means over a pyramid of 2x2 averages, the finest level that knows a pixel
+    giving its value, upsampled bilinearly. Smooth, no stripes; covered pixels unchanged."""
+    levels = [(image * coverage, coverage)]
+    while min(levels[-1][1].shape[-2:]) > 1:
+        v, w = levels[-1]
+        levels.append((F.avg_pool2d(v, 2, ceil_mode=True), F.avg_pool2d(w, 2, ceil_mode=True)))
+    v, w = levels[-1]
+    filled = v / w.clamp(min=1e-8)
+    for v, w in reversed(levels[:-1]):
+        up = F.interpolate(filled, size=v.shape[-2:], mode="bilinear", align_corners=False)
+        filled = torch.where(w > 1e-6, v / w.clamp(min=1e-8), up)
+    return torch.where(coverage > 0.5, image, filled)
 
 
 def composite(frame: torch.Tensor, memory: torch.Tensor, factor: int = 4) -> torch.Tensor:

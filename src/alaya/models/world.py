@@ -96,6 +96,8 @@ class WorldModelConfig:
                                          # along its ray (memory_conditioning.clamp_to_floor)
     memory_sky_depth: float = 0.0        # > 0: what a frame shows as sky goes into the memory this far away
                                          # (a backdrop that turns with the view), else the sky is not stored
+    memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest
+                                         # context frame, or "inpaint": the memory pulled into its holes
     memory_fill_pinholes: int = 2        # passes of scene_memory.fill_pinholes over each memory render (0: off)
     memory_replace_below: float = 0.5    # where the memory covered the view, a generated frame goes in (and
                                          # may remove what it sees past) only where its gate is below this
@@ -231,7 +233,7 @@ class WorldModel(nn.Module):
         if memory is None or memory.shape != newest.shape:
             raise ValueError(f"memory: a memory model needs the memory latent {tuple(newest.shape)}, got "
                              f"{None if memory is None else tuple(memory.shape)}")
-        return memory_base(memory, newest, self.config.factor)
+        return memory_base(memory, newest, self.config.factor, self.config.memory_hole_base)
 
     def finish(self, out: torch.Tensor, newest: torch.Tensor, stabilize: bool = True,
                memory: torch.Tensor | None = None) -> torch.Tensor:
