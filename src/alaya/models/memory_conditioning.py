@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from alaya.models.camera_motion import camera_centre
+from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 from alaya.models.view_warp import camera_rotation
 
 IMAGE_CHANNELS = 5            # rgb, disparity, gate
@@ -205,3 +206,12 @@ def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, c
     replaced = (covered > 0.5) & (image[4] < replace_below)
     depth = depth * ((covered <= 0.5) | replaced).float()
     return rgb, depth, replaced
+
+
+def session_memory(config) -> SceneMemory:
+    """An empty scene memory configured as a session's, from a ``WorldModelConfig``: its capacity,
+    insert stride and whether a generated frame may remove points (``WorldSession``, and the
+    training rollouts that play as it does)."""
+    return SceneMemory(SceneMemoryConfig(max_points=config.memory_max_points, stride=config.memory_stride,
+                                         see_through=config.memory_see_through))
+

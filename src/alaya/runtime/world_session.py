@@ -34,9 +34,9 @@ from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.diffusion.flow import time_grid
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
-from alaya.models.memory_conditioning import (as_context, frame_image, generated_insert, kinematic_view, memory_latent, to_image,
-                                              to_latent)
-from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig, fill_pinholes
+from alaya.models.memory_conditioning import (as_context, frame_image, generated_insert, kinematic_view, memory_latent,
+                                              session_memory, to_image, to_latent)
+from alaya.models.scene_memory import fill_pinholes
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
 from alaya.models.world import WorldModel
@@ -156,8 +156,7 @@ class WorldSession:
         """A fresh memory holding the start frame, with its depth predicted by one standing-still
         step from an empty memory (as trained: ``reset_prob``) unless it was given."""
         c = self.model.config
-        self.memory = SceneMemory(SceneMemoryConfig(max_points=c.memory_max_points, stride=c.memory_stride,
-                                                    see_through=c.memory_see_through))
+        self.memory = session_memory(c)
         self.K = pinhole(self.size, c.fov_y_degrees)
         if self.camera_motion is not None:
             self.K = self.camera_motion.intrinsics(self.size, self.size).detach()

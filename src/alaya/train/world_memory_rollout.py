@@ -23,17 +23,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from alaya.models.memory_conditioning import as_context, generated_insert, memory_latent, to_image
-from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig, fill_pinholes
+from alaya.models.memory_conditioning import as_context, generated_insert, memory_latent, session_memory, to_image
+from alaya.models.scene_memory import SceneMemory, fill_pinholes
 from alaya.models.student import push_context
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
 from alaya.train.world_memory import MemoryEpisodes
-
-
-def play_memory(model_cfg) -> SceneMemory:
-    """An empty memory configured as a session's (``WorldSession._reset_memory``)."""
-    return SceneMemory(SceneMemoryConfig(max_points=model_cfg.memory_max_points, stride=model_cfg.memory_stride,
-                                         see_through=model_cfg.memory_see_through))
 
 
 def render_batch(memories: list[SceneMemory], K: torch.Tensor, views: torch.Tensor, H: int, W: int):
@@ -41,10 +35,6 @@ def render_batch(memories: list[SceneMemory], K: torch.Tensor, views: torch.Tens
     views_ = [m.render(K[b], views[b], H, W) for b, m in enumerate(memories)]
     return tuple(torch.stack([getattr(v, f) for v in views_]) for f in ("rgb", "coverage", "depth"))
 
-
-def shown_memory(renders, passes: int):
-    """The renders as the network sees them in play: pinholes filled (``fill_pinholes``)."""
-    return fill_pinholes(*renders, passes)
 
 
 @torch.no_grad()
@@ -61,7 +51,7 @@ def rollout_batch(core, data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.
     H, W = rgb0.shape[-2:]
     Ks, memories = mem.K[e], []
     for b in range(B):                                   # frame m's view of the true frames 0 ... m-1
-        memory = play_memory(m)
+        memory = session_memory(m)
         memory.insert(rgb0[b], depth0[b, 0] * cov0[b, 0], Ks[b], mem.views[e[b], first[b]], time=0)
         memories.append(memory)
     level = torch.full((B,), float(m.play_context_noise))
@@ -70,7 +60,7 @@ def rollout_batch(core, data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.
         f = first + j
         views = mem.views[e, f]
         mrgb, mcov, mdepth = render_batch(memories, Ks, views, H, W)
-        memory = memory_latent(*shown_memory((mrgb, mcov, mdepth), m.memory_fill_pinholes))
+        memory = memory_latent(*fill_pinholes(mrgb, mcov, mdepth, m.memory_fill_pinholes))
         rows = action_rows(data, e, f, m.action_history)
         z = torch.randn(memory.shape, generator=gen)
         out = core.sample(z, memory, ctx, valid, style, rows, level, stabilize=True, pitch=frame_pitch(data, e, f))
@@ -82,5 +72,5 @@ def rollout_batch(core, data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.
             memory_b.insert(rgb_b, depth_b, Ks[b], views[b], time=j + 1, see_through=replaced)
     rows = action_rows(data, e, n, m.action_history)
     rgb, depth = mem.frame(data, e, st, n)
-    renders = shown_memory(render_batch(memories, Ks, mem.views[e, n], H, W), m.memory_fill_pinholes)
+    renders = fill_pinholes(*render_batch(memories, Ks, mem.views[e, n], H, W), m.memory_fill_pinholes)
     return rgb, depth, ctx, valid, rows, style, renders, n
