@@ -425,3 +425,34 @@ def test_memory_rollout_fills_memory_and_context_with_the_models_own_frames(epis
     torch.testing.assert_close(ctx[:, 2:], true_ctx[:, 2:])
     again = rollout_batch(model, data, mem, cfg, np.random.default_rng(0), e, st, style, data.shape[2], 2)
     torch.testing.assert_close(again[2], ctx)             # same seed, same rollout
+
+
+def test_clean_depth_takes_out_grain_and_outliers_and_keeps_a_surface():
+    from alaya.models.memory_conditioning import clean_depth
+    ramp = torch.linspace(2.0, 6.0, 32)[:, None].expand(32, 32).clone()     # a floor receding row by row
+    noisy = ramp * (1 + 0.02 * torch.randn(32, 32, generator=torch.Generator().manual_seed(0)))
+    noisy[10, 10] = 0.5                                                      # a floating speck
+    noisy[:4] = 0                                                            # sky
+    out = clean_depth(noisy, 5, 0.1)
+    assert out[10, 10] == 0                                                  # the speck does not go in
+    assert (out[:4] == 0).all()                                              # nor the sky
+    inner = (slice(6, 30), slice(2, 30))
+    kept = out[inner] > 0
+    assert kept.float().mean() > 0.95
+    err_in, err_out = (noisy[inner] - ramp[inner]).abs(), (out[inner] - ramp[inner]).abs()
+    assert err_out[kept].mean() < 0.6 * err_in[kept].mean()                 # grain smoothed, surface kept
+    where = torch.zeros(32, 32, dtype=torch.bool)
+    where[20:] = True
+    part = clean_depth(noisy, 5, 0.1, where=where)
+    assert (part[:20] == 0).all() and torch.equal(part[20:], out[20:])        # only where asked, the same
+    assert torch.equal(clean_depth(noisy, 0, 0.1), noisy)
+    with pytest.raises(ValueError, match="odd"):
+        clean_depth(noisy, 4, 0.1)
+
+
+def test_memory_depth_median_is_checked():
+    from alaya.models.world import WorldModelConfig
+    with pytest.raises(ValueError, match="memory_depth_median"):
+        WorldModelConfig(memory_depth_median=4)
+    with pytest.raises(ValueError, match="memory_depth_outlier"):
+        WorldModelConfig(memory_depth_outlier=0.0)

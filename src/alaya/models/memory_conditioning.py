@@ -179,17 +179,47 @@ def kinematic_view(pose: torch.Tensor, pitch_degrees: float, eye_height: float) 
     return view
 
 
+def clean_depth(depth: torch.Tensor, window: int, tolerance: float, where: torch.Tensor | None = None) -> torch.Tensor:
+    """A generated depth map (H, W) metres, 0 on the sky, made fit to lift into points: each pixel
+    takes the median of the non-sky depths in its ``window`` x ``window`` patch, and a pixel more
+    than ``tolerance`` (relative) from that median gets 0 (it is not inserted). A one-step
+    generator's depth is grainy where it invents content; lifted as it is, the grain becomes a
+    cloud of floating points whose splats, seen from the side, are large squares of wrong colour.
+    ``where`` (H, W) bool: only these pixels are cleaned (the rest come back 0: what is not
+    inserted need not be cleaned). ``window`` 0 or 1: unchanged."""
+    if window <= 1:
+        return depth if where is None else depth * where
+    if window % 2 == 0:
+        raise ValueError(f"window: must be odd, got {window}")
+    H, W = depth.shape
+    r = window // 2
+    nan = torch.where(depth > 0, depth.float(), torch.full_like(depth, float("nan")))
+    padded = F.pad(nan[None, None], (r,) * 4, mode="replicate").reshape(-1)
+    todo = (depth > 0) if where is None else (depth > 0) & where
+    i = todo.reshape(-1).nonzero().squeeze(1)
+    at = (i // W) * (W + 2 * r) + i % W                                   # each patch's top-left, padded
+    dy, dx = torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")
+    offsets = (dy * (W + 2 * r) + dx).reshape(-1)
+    median = padded[at[:, None] + offsets].nanmedian(-1).values
+    d = depth.reshape(-1).index_select(0, i)
+    keep = (d - median).abs() <= tolerance * median
+    out = torch.zeros(H * W, dtype=depth.dtype)
+    out[i[keep]] = median[keep].to(depth.dtype)
+    return out.reshape(H, W)
+
+
 def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, covered: torch.Tensor | None,
-                     floor_clamp: bool, sky_depth: float, replace_below: float
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                     floor_clamp: bool, sky_depth: float, replace_below: float, depth_median: int = 0,
+                     depth_outlier: float = 0.1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """What of a generated frame goes into the scene memory, as play inserts it: ``image`` (5, H, W)
     in [0, 1] (``to_image`` of the shown latent: rgb, disparity, the gate ``composite`` used) seen
     by camera ``view`` (4, 4) with ``K``; ``covered`` (H, W): where the memory covered the view
     before the frame (None: nowhere). Returns rgb uint8 (H, W, 3), depth (H, W) metres (0 where
     nothing goes in) and the see-through mask (H, W) bool for ``SceneMemory.insert``:
 
-    * the generated depth, no farther than the floor along its ray (``floor_clamp``), the sky as
-      a backdrop ``sky_depth`` away (> 0);
+    * the generated depth, no farther than the floor along its ray (``floor_clamp``), cleaned
+      (``clean_depth`` with ``depth_median``, ``depth_outlier``: grain out, outliers not
+      inserted), the sky as a backdrop ``sky_depth`` away (> 0);
     * where the memory did not cover: all of it;
     * where it covered: only where the gate is below ``replace_below`` (the model replaced what
       the memory showed: a body that moved, a coarse or wrong surface), and only there may the
@@ -200,11 +230,13 @@ def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, c
     depth = decode_depth(image[3].clamp(0, 1))
     if floor_clamp:
         depth = clamp_to_floor(depth, floor_depth(K, view, H, W))
-    if sky_depth > 0:
-        depth = torch.where(depth > 0, depth, torch.full_like(depth, sky_depth))
     covered = torch.zeros(H, W) if covered is None else covered.float()
     replaced = (covered > 0.5) & (image[4] < replace_below)
-    depth = depth * ((covered <= 0.5) | replaced).float()
+    goes_in = (covered <= 0.5) | replaced
+    sky = (depth <= 0) & goes_in
+    depth = clean_depth(depth, depth_median, depth_outlier, where=goes_in)
+    if sky_depth > 0:
+        depth = torch.where(sky, torch.full_like(depth, sky_depth), depth)
     return rgb, depth, replaced
 
 

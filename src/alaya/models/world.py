@@ -102,6 +102,9 @@ class WorldModelConfig:
     memory_replace_below: float = 0.5    # where the memory covered the view, a generated frame goes in (and
                                          # may remove what it sees past) only where its gate is below this
                                          # (the model replaced the memory there); 0: only into the holes
+    memory_depth_median: int = 5         # a generated depth goes in as the median of its window (odd; 0:
+    memory_depth_outlier: float = 0.1    # as generated), not at all where it is this far (relative) from it
+                                         # (memory_conditioning.clean_depth: no floating grain)
 
     def __post_init__(self):
         if self.codec not in CODECS:
@@ -120,6 +123,10 @@ class WorldModelConfig:
         if self.view_warp and self.action_history < self.context:
             raise ValueError(f"view_warp: action_history ({self.action_history}) must cover the context "
                              f"({self.context}) to know each context frame's rotation")
+        if self.memory_depth_median < 0 or (self.memory_depth_median > 1 and self.memory_depth_median % 2 == 0):
+            raise ValueError(f"memory_depth_median: an odd window or 0, got {self.memory_depth_median!r}")
+        if not self.memory_depth_outlier > 0:
+            raise ValueError(f"memory_depth_outlier: must be > 0, got {self.memory_depth_outlier!r}")
 
     @property
     def image_channels(self) -> int:

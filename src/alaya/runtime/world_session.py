@@ -181,7 +181,8 @@ class WorldSession:
         """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth."""
         c = self.model.config
         rgb, depth, replaced = generated_insert(to_image(z)[0], self.K, self._view, self._covered,
-                                                c.memory_floor_clamp, c.memory_sky_depth, c.memory_replace_below)
+                                                c.memory_floor_clamp, c.memory_sky_depth, c.memory_replace_below,
+                                                c.memory_depth_median, c.memory_depth_outlier)
         self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index, see_through=replaced)
 
     @torch.no_grad()
