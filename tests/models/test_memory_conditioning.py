@@ -324,6 +324,9 @@ class _TurnLeft(torch.nn.Module):
     def intrinsics(self, H, W):
         return self.motion.intrinsics(H, W)
 
+    def stop_distance(self):
+        return 0.3
+
 
 def test_a_learned_camera_moves_the_memory_view_and_its_intrinsics_are_used():
     from alaya.models.view_warp import pinhole
@@ -456,3 +459,48 @@ def test_memory_depth_median_is_checked():
         WorldModelConfig(memory_depth_median=4)
     with pytest.raises(ValueError, match="memory_depth_outlier"):
         WorldModelConfig(memory_depth_outlier=0.0)
+
+
+class _WalkForward(_TurnLeft):
+    """A stand-in learned camera that steps 0.1 m forward per row, whatever the row."""
+
+    def step(self, row, state):
+        from alaya.models.camera_motion import twist_to_matrix
+        return twist_to_matrix(torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.1]]))[0], state
+
+
+def test_the_learned_camera_walks_up_to_a_wall_and_not_through_it():
+    from alaya.runtime.world_session import WorldSession
+    frame = np.random.default_rng(5).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    session = WorldSession(_still_model(), size=32, backend="torch", camera_motion=_WalkForward())
+    session.reset(frame, depth=np.full((32, 32), 1.5, np.float32))       # a wall 1.5 m ahead
+    start = session.camera_view().clone()
+    walked = []
+    for _ in range(20):
+        session.step(np.zeros(8, np.float32))
+        view = session.camera_view()
+        walked.append(float((-view[:3, :3].T @ view[:3, 3] + start[:3, :3].T @ start[:3, 3]).norm()))
+    assert walked[5] == pytest.approx(0.6, abs=1e-3)           # free walking: 0.1 m a frame
+    assert walked[-1] == pytest.approx(1.5 - 0.3, abs=0.02)   # stopped 0.3 m (stop_distance) short of the wall
+    assert max(walked) <= 1.2 + 0.02
+
+
+def test_stop_at_surfaces_shortens_only_a_walk_into_what_the_view_shows():
+    from alaya.models.camera_motion import camera_centre, stop_at_surfaces, twist_to_matrix
+    from alaya.models.view_warp import pinhole
+    K, view = pinhole(32, 60.0), kinematic_view(torch.zeros(1, 3), 0.0, 1.4)
+    wall = torch.full((32, 32), 1.0)
+    move = lambda *t: twist_to_matrix(torch.tensor([[0.0, 0.05, 0.0, *t]]))[0]   # noqa: E731 (a turn too)
+    walk = lambda d: camera_centre(d @ view) - camera_centre(view)              # noqa: E731
+    forward = move(0.0, 0.0, 1.0)                                               # 1 m into a wall 1 m away
+    stopped = stop_at_surfaces(forward, view, wall, K, 0.3)
+    assert float(walk(stopped).norm()) == pytest.approx(0.7, abs=0.01)
+    torch.testing.assert_close(stopped[:3, :3], forward[:3, :3])               # the turn stays
+    short = move(0.0, 0.0, 0.5)
+    torch.testing.assert_close(stop_at_surfaces(short, view, wall, K, 0.3), short)        # room enough
+    back = move(0.0, 0.0, -1.0)
+    torch.testing.assert_close(stop_at_surfaces(back, view, wall, K, 0.3), back)          # out of view
+    torch.testing.assert_close(stop_at_surfaces(forward, view, torch.zeros(32, 32), K, 0.3), forward)  # sky
+    rise = move(0.0, 0.5, 1.0)                                                   # up and forward: only the walk stops
+    out = walk(stop_at_surfaces(rise, view, wall, K, 0.3))
+    assert float(out[2]) == pytest.approx(float(walk(rise)[2]), abs=1e-4)

@@ -66,6 +66,9 @@ class CameraMotionConfig:
                                         # height: the network's output there is subtracted (else its small
                                         # bias moves a standing camera, 0.5 m down in 200 frames, and a
                                         # height correction bobs it after a walk stops)
+    stop_steps: float = 3.0             # a world model's camera stops this many of its own steady full
+                                        # forward steps short of a surface ahead (stop_at_surfaces); the
+                                        # unit is the motion's own, so frames-only data needs no metres
     height_input: bool = True           # the network sees the camera's height above its start, so it
                                         # can learn to come back to the floor (trained on rollouts with a
                                         # height-correcting target: walking otherwise drifts ~2 m in 300 frames)
@@ -183,6 +186,44 @@ def constant_motion(rows: torch.Tensor, up: torch.Tensor, turn_degrees: float = 
     return gl_to_cv(cv)
 
 
+def stop_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, depth: torch.Tensor, K: torch.Tensor,
+                     radius: float) -> torch.Tensor:
+    """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4, GL), shortened so that
+    its walk (the part along the floor: world up is z) stops ``radius`` short of the surface that
+    ``depth`` (H, W) metres along the view axis, 0 on the sky, seen by that camera with ``K``, shows
+    in the walk's direction (the nearest depth in the 3 x 3 pixels there): a world model's camera
+    walks up to a wall and not through it, as a game's collision stops its player. A walk whose
+    direction is out of view (sideways, backwards) or towards the sky goes unchanged, and so do
+    the turn and the rise or fall."""
+    P = world_to_camera.float()
+    new = delta.float() @ P
+    c0, c1 = camera_centre(P), camera_centre(new)
+    walk = c1 - c0
+    walk[2] = 0
+    distance = float(walk.norm())
+    if distance < 1e-6 or radius <= 0:
+        return delta
+    ray = P[:3, :3] @ (walk / distance)                         # the walk's direction, GL camera axes
+    ahead = float(-ray[2])
+    if ahead <= 1e-3:
+        return delta
+    H, W = depth.shape
+    u = int(math.floor(float(K[0, 0]) * float(ray[0]) / ahead + float(K[0, 2])))
+    v = int(math.floor(-float(K[1, 1]) * float(ray[1]) / ahead + float(K[1, 2])))
+    if not (0 <= u < W and 0 <= v < H):
+        return delta
+    patch = depth[max(v - 1, 0):v + 2, max(u - 1, 0):u + 2]
+    patch = patch[patch > 0]
+    if patch.numel() == 0:
+        return delta
+    room = max(float(patch.min()) / ahead - radius, 0.0)      # metres along the walk to the surface, less radius
+    if distance <= room:
+        return delta
+    stopped = new.clone()
+    stopped[:3, 3] = -new[:3, :3] @ (c1 - walk * (1 - room / distance))
+    return (stopped @ torch.linalg.inv(P)).to(delta.dtype)
+
+
 class CameraMotion(nn.Module):
     """Action row + ``MotionState`` -> twist; focal length; a depth prior (module docstring)."""
 
@@ -286,6 +327,15 @@ class CameraMotion(nn.Module):
             delta, state = self.step(rows[t], state)
             out.append(delta @ out[-1])
         return torch.stack(out)
+
+    @torch.no_grad()
+    def stop_distance(self, frames: int = 15) -> float:
+        """How far short of a surface ahead the camera stops: ``stop_steps`` times the length of a
+        full forward step once the walk is steady (``frames`` rows in, from a level camera)."""
+        row = torch.zeros(self.config.action_dim)
+        row[0] = 1.0
+        deltas, _ = self.rollout(row.expand(frames, -1), self.initial_state())
+        return self.config.stop_steps * float(deltas[0, -1, :3, 3].norm())
 
     # --- camera ---------------------------------------------------------------------------
     def intrinsics(self, H: int, W: int) -> torch.Tensor:

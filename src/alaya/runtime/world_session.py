@@ -15,7 +15,9 @@ A memory model (``WorldModelConfig.memory``) also keeps a ``SceneMemory``: per s
 rendered at frame n's camera (``camera_view``), the render conditions the network, and the frame
 it generates goes in with its generated depth. The camera moves by a learned ``CameraMotion``
 when the session has one (a model folder's ``camera_motion/``: each action row's relative pose,
-learned from the data), else by the fixed kinematics (``advance_pose``: the game's constants).
+learned from the data), else by the fixed kinematics (``advance_pose``: the game's constants);
+the learned camera stops short of the surface the last frame showed ahead (``stop_at_surfaces``),
+so walking into a wall stops at it, as the game's collision does.
 The start frame goes in with the depth given to ``reset`` (a recorded frame's: the start frames'
 ``.depth.npy``) or else the depth the model predicts for it. The memory is bounded
 (``memory_max_points``), so state stays bounded too.
@@ -33,9 +35,9 @@ from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.diffusion.flow import time_grid
-from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
-from alaya.models.memory_conditioning import (as_context, frame_image, generated_insert, kinematic_view, memory_latent,
-                                              session_memory, to_image, to_latent)
+from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion, stop_at_surfaces
+from alaya.models.memory_conditioning import (as_context, decode_depth, frame_image, generated_insert, kinematic_view,
+                                              memory_latent, session_memory, to_image, to_latent)
 from alaya.models.scene_memory import fill_pinholes
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
@@ -150,6 +152,7 @@ class WorldSession:
         self.pose = advance_pose(self.pose, row, math.radians(c.turn_degrees), c.move_metres)
         if self.camera_motion is not None and c.memory:
             delta, self._motion_state = self.camera_motion.step(row[0], self._motion_state)
+            delta = stop_at_surfaces(delta, self._motion_view, self._depth, self.K, self._stop_distance)
             self._motion_view = delta @ self._motion_view
 
     def _reset_memory(self, x: torch.Tensor, z: torch.Tensor, predict_depth: bool) -> None:
@@ -162,6 +165,7 @@ class WorldSession:
             self.K = self.camera_motion.intrinsics(self.size, self.size).detach()
             self._motion_view = kinematic_view(self.pose, self.pitch, c.eye_height)
             self._motion_state = self.camera_motion.initial_state(world_to_camera=self._motion_view)
+            self._stop_distance = self.camera_motion.stop_distance()
         if predict_depth:
             empty = memory_latent(torch.zeros_like(x), torch.zeros_like(x[:, :1]), torch.zeros_like(x[:, :1]))
             cond = self.model.pack(self.style, self.actions, torch.zeros(1))
@@ -180,6 +184,7 @@ class WorldSession:
     def _insert(self, z: torch.Tensor) -> None:
         """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth."""
         c = self.model.config
+        self._depth = decode_depth(to_image(z)[0, 3].clamp(0, 1))       # what the camera walks up to (_move_camera)
         rgb, depth, replaced = generated_insert(to_image(z)[0], self.K, self._view, self._covered,
                                                 c.memory_floor_clamp, c.memory_sky_depth, c.memory_replace_below,
                                                 c.memory_depth_median, c.memory_depth_outlier)
