@@ -209,3 +209,21 @@ def test_report_without_a_minute_writes_json_and_plot(oracle, tmp_path):
     paths = write_live_report({**r, "gif": {}}, tmp_path)
     assert set(paths) == {"json", "plot"} and not (tmp_path / "live_minute.gif").exists()
     assert json.loads(paths["json"].read_text()) == json.loads(json.dumps(public_json(r)))
+
+
+def test_edge_orientation_tells_streaks_and_squares_from_a_rendered_scene():
+    from alaya.evaluation.world_live import ORIENTATION_BINS, orientation_distance, orientation_histogram
+    rng = np.random.default_rng(0)
+    scene = play_in_game(3, "golden_sunset", np.zeros((3, 8), np.float32), 64)        # the game's own frames
+    streaks = np.repeat(rng.integers(0, 256, (4, 64, 1, 3)), 64, axis=2).astype(np.uint8)   # each row one colour
+    squares = np.kron(rng.integers(0, 256, (4, 8, 8, 3)), np.ones((1, 8, 8, 1))).astype(np.uint8)
+    hist = lambda f: orientation_histogram(torch.from_numpy(f).permute(0, 3, 1, 2).float() / 255).numpy()  # noqa: E731
+    h_scene, h_streaks, h_squares = hist(scene), hist(streaks), hist(squares)
+    assert h_scene.shape == (4, ORIENTATION_BINS) and np.allclose(h_scene.sum(1), 1)
+    assert h_streaks[:, ORIENTATION_BINS // 2].min() > 0.99                    # all edges run one way
+    assert h_squares[:, [0, ORIENTATION_BINS // 2]].sum(1).min() > 0.75       # 0 and 90 degrees (corners aside)
+    assert orientation_distance(h_scene, h_scene) == 0
+    assert orientation_distance(h_streaks, h_scene) > 0.5
+    assert orientation_distance(h_squares, h_scene) > 0.2
+    flat = hist(np.full((1, 16, 16, 3), 128, np.uint8))
+    np.testing.assert_allclose(flat, 1 / ORIENTATION_BINS)                  # a flat frame: uniform, not NaN

@@ -11,7 +11,9 @@ Metrics, per script (pooled over the scenes) and overall (docs/world.md defines 
 ``sharpness_windows`` (Laplacian variance of the generated frames over the real frames', per
 window of ``window`` frames), their minimum and maximum, and ``sharpness_in_band`` (every window
 within ``SHARPNESS_BAND``: a minimum alone passed frames holding five times the game's high
-frequencies in the wrong place); ``colour_drift`` (the generated mean colour's
+frequencies in the wrong place); ``orientation_windows`` / ``orientation_max`` (how
+differently the generated frames' edges run from the real ones', 0 to 1: horizontal streaks and
+a patchwork of squares score high at any sharpness); ``colour_drift`` (the generated mean colour's
 change from the first window to the last, minus the real one's); standing still:
 ``still_psnr_min`` / ``_mean`` (every still frame against the frame where the player stopped;
 ``still_psnr_static_*`` over the pixels the game itself leaves unchanged) and
@@ -81,6 +83,34 @@ def hf_energy(x: torch.Tensor) -> torch.Tensor:
     return ((x - blur) ** 2).flatten(1).mean(1)
 
 
+ORIENTATION_BINS = 8        # edge orientations over 180 degrees (``orientation_histogram``)
+
+
+def orientation_histogram(x: torch.Tensor) -> torch.Tensor:
+    """(T, ORIENTATION_BINS): where frames (T, 3, H, W) in [0, 1] have their edges, by direction:
+    the luma gradient's orientation (modulo 180 degrees) in equal bins, each pixel weighing its
+    squared gradient magnitude, normalised to sum to 1 (uniform for a flat frame). A rendered
+    scene has edges at every angle (perspective, round bodies); horizontal streaks put nearly
+    all of it in one bin, a patchwork of squares in two (0 and 90 degrees)."""
+    if x.ndim != 4 or x.shape[1] != 3:
+        raise ValueError(f"expected (T, 3, H, W) frames, got {tuple(x.shape)}")
+    y = M.luminance(x.float())[:, 0]
+    gx = (y[:, 1:-1, 2:] - y[:, 1:-1, :-2]) / 2
+    gy = (y[:, 2:, 1:-1] - y[:, :-2, 1:-1]) / 2
+    half = torch.pi / ORIENTATION_BINS / 2                    # bins centred on 0, 22.5, 45 ... degrees
+    angle = (torch.atan2(gy, gx) + half).remainder(torch.pi)
+    b = (angle / torch.pi * ORIENTATION_BINS).long().clamp(max=ORIENTATION_BINS - 1).flatten(1)
+    hist = torch.zeros(len(x), ORIENTATION_BINS).scatter_add_(1, b, (gx * gx + gy * gy).flatten(1))
+    total = hist.sum(1, keepdim=True)
+    return torch.where(total > 0, hist / total.clamp(min=1e-20), torch.full_like(hist, 1 / ORIENTATION_BINS))
+
+
+def orientation_distance(gen: np.ndarray, real: np.ndarray) -> float:
+    """Total variation distance (0 the same, 1 disjoint) of two frame sets' mean
+    ``orientation_histogram`` rows (T, ORIENTATION_BINS): how differently their edges run."""
+    return float(0.5 * np.abs(np.mean(gen, 0) - np.mean(real, 0)).sum())
+
+
 def windows(n: int, window: int) -> list[slice]:
     """Consecutive windows of ``window`` frames over n frames; a remainder shorter than half a
     window joins the last window, a longer one is a window of its own."""
@@ -91,13 +121,14 @@ def windows(n: int, window: int) -> list[slice]:
 
 
 def frame_series(frames: np.ndarray) -> dict[str, np.ndarray]:
-    """Per frame of uint8 (T, S, S, 3): ``sharpness`` (Laplacian variance of luma), ``hf`` and
-    ``colour`` (mean RGB in [0, 1], (T, 3))."""
-    out = {"sharpness": [], "hf": [], "colour": []}
+    """Per frame of uint8 (T, S, S, 3): ``sharpness`` (Laplacian variance of luma), ``hf``,
+    ``orientation`` (``orientation_histogram``, (T, 8)) and ``colour`` (mean RGB in [0, 1], (T, 3))."""
+    out = {"sharpness": [], "hf": [], "orientation": [], "colour": []}
     for a in range(0, len(frames), CHUNK):
         x = M.frames_to_tensor(frames[a:a + CHUNK])
         out["sharpness"].append(M.laplacian_variance(x).numpy())
         out["hf"].append(hf_energy(x).numpy())
+        out["orientation"].append(orientation_histogram(x).numpy())
         out["colour"].append(x.mean((2, 3)).numpy())
     return {k: np.concatenate(v) for k, v in out.items()}
 
@@ -181,9 +212,11 @@ def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.n
         change = {k: s[k]["colour"][wins[-1]].mean(0) - s[k]["colour"][wins[0]].mean(0) for k in ("gen", "real")}
         drifts.append(float(np.linalg.norm(change["gen"] - change["real"])) if len(wins) > 1 else None)
     psnr = np.stack([s["psnr"] for s in series])
+    pooled = lambda key, w: np.concatenate([s[key]["orientation"][w] for s in series])    # noqa: E731
+    orient = [orientation_distance(pooled("gen", w), pooled("real", w)) for w in wins]
     out = {"frames": T, "scenes": len(series), "windows": [[w.start + 1, w.stop] for w in wins],
            "sharpness_windows": sharp, "sharpness_min": min(sharp),
-           "sharpness_max": max(sharp),
+           "sharpness_max": max(sharp), "orientation_windows": orient, "orientation_max": max(orient),
            "colour_drift": _mean(drifts), "psnr_mean": float(psnr.mean()),
            "psnr_windows": [float(psnr[:, w].mean()) for w in wins], "psnr_frame1": float(psnr[:, 0].mean()),
            "fps": float(seconds.size / max(seconds.sum(), 1e-9)),
@@ -229,6 +262,7 @@ def overall(scripts: dict[str, dict], seconds: float, frames: int) -> dict:
     lo, hi = min(got("sharpness_min"), default=None), max(got("sharpness_max"), default=None)
     return {"sharpness_min": lo, "sharpness_max": hi,
             "sharpness_in_band": None if lo is None else bool(SHARPNESS_BAND[0] <= lo and hi <= SHARPNESS_BAND[1]),
+            "orientation_max": max(got("orientation_max"), default=None),
             "colour_drift": max(got("colour_drift"), default=None),
             "still_psnr_min": still.get("still_psnr_min"), "still_psnr_mean": still.get("still_psnr_mean"),
             "still_psnr_static_min": still.get("still_psnr_static_min"),
