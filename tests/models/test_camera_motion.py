@@ -147,3 +147,36 @@ def test_no_action_at_rest_is_exactly_no_motion_and_the_height_is_tracked():
     twist[:, 3:] = up * 0.25                   # a delta translating points up by 0.25 m: the camera went down
     torch.testing.assert_close(height_step(torch.zeros(3), twist, up), torch.full((3,), -0.25))
     torch.testing.assert_close(MotionState(up=up, prev=torch.zeros(3, 6)).height, torch.zeros(3))
+
+
+def test_a_level_camera_never_rolls_and_keeps_its_turns():
+    torch.manual_seed(0)
+    free = CameraMotion(CameraMotionConfig(hidden=16))
+    for p in free.net.parameters():
+        torch.nn.init.normal_(p, std=0.3)                      # an untrained net: tilted turn axes
+    levelled = CameraMotion(CameraMotionConfig(hidden=16, level=True))
+    levelled.load_state_dict(free.state_dict())
+    rows = torch.tensor(action_vector(0.5, 0.0, 1.0, 0.0, None)).expand(100, -1)
+    ups = {}
+    for name, m in (("free", free), ("level", levelled)):
+        deltas, state = m.rollout(rows, m.initial_state(pitch_degrees=-10.0))
+        ups[name] = state.up[0]
+        yaw = matrix_to_axis_angle(deltas[0, :, :3, :3]).norm(dim=-1)
+        assert yaw.abs().sum() > 0
+    assert abs(float(ups["free"][0])) > 1e-3                   # without: it rolls
+    assert abs(float(ups["level"][0])) < 1e-6                  # levelled: world up stays in the y-z plane
+    assert float(ups["level"].norm()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_training_on_poses_that_never_roll_makes_a_level_camera(tmp_path):
+    from tiny_world import record_tiny_episodes
+
+    from alaya.train.camera_motion import MotionTrainConfig, train_motion
+    from alaya.train.loop import TrainConfig
+    episodes = record_tiny_episodes(tmp_path / "episodes", episodes=3)
+    model = train_motion(MotionTrainConfig(data=str(episodes), out=str(tmp_path / "motion"), mode="poses",
+                                           model=CameraMotionConfig(hidden=8),
+                                           train=TrainConfig(run_dir=str(tmp_path / "run"), steps=3, batch_size=4,
+                                                             progress=False)))
+    assert model.config.level
+    assert CameraMotion.from_pretrained(tmp_path / "motion").config.level

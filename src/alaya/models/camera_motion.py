@@ -66,6 +66,9 @@ class CameraMotionConfig:
                                         # height: the network's output there is subtracted (else its small
                                         # bias moves a standing camera, 0.5 m down in 200 frames, and a
                                         # height correction bobs it after a walk stops)
+    level: bool = False                 # the camera never rolls: each step's roll is taken out (set by
+                                        # training when no recorded camera rolls; tiny tilts of a learned
+                                        # turn's axis otherwise add up: 1.3 degrees of roll in two turns)
     stop_steps: float = 3.0             # a world model's camera stops this many of its own steady full
                                         # forward steps short of a surface ahead (stop_at_surfaces); the
                                         # unit is the motion's own, so frames-only data needs no metres
@@ -186,6 +189,17 @@ def constant_motion(rows: torch.Tensor, up: torch.Tensor, turn_degrees: float = 
     return gl_to_cv(cv)
 
 
+def level(delta: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Deltas (B, 4, 4) whose new cameras see world up as ``up`` (B, 3), turned about their view
+    axis so that they do not roll (world up in the camera's y-z plane): (levelled deltas, their up)."""
+    theta = torch.atan2(up[:, 0], up[:, 1])
+    c, s = torch.cos(theta), torch.sin(theta)
+    roll = torch.eye(4).repeat(len(up), 1, 1)
+    roll[:, 0, 0], roll[:, 0, 1], roll[:, 1, 0], roll[:, 1, 1] = c, -s, s, c
+    up = (roll[:, :3, :3] @ up[:, :, None])[..., 0]
+    return roll @ delta, up
+
+
 def stop_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, depth: torch.Tensor, K: torch.Tensor,
                      radius: float) -> torch.Tensor:
     """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4, GL), shortened so that
@@ -292,6 +306,9 @@ class CameraMotion(nn.Module):
         tw = self.twist(rows, state.up, state.prev, state.height)
         delta = twist_to_matrix(tw)
         up = self.next_up(state.up, tw)
+        if self.config.level:
+            delta, up = level(delta, up)
+            tw = matrix_to_twist(delta)
         new = MotionState(up=up, prev=tw, height=height_step(state.height, tw, up))
         return (delta[0] if single else delta), new
 

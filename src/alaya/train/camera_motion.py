@@ -252,6 +252,10 @@ def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
     mode = cfg.mode if cfg.mode != "auto" else ("poses" if has_poses else "frames")
     data = MotionEpisodes(cfg.data, split, frames=mode == "frames")
     mode = _resolve_mode(dataclasses.replace(cfg, mode=mode), data)
+    if data.poses is not None and not cfg.model.level:
+        rolls = up_in_camera(data.poses.reshape(-1, 4, 4))[:, 0].abs()     # sin(roll) of every recorded camera
+        if float(rolls.max()) < math.sin(math.radians(0.5)):
+            cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, level=True))
     model = CameraMotion(cfg.model)
     learn_K = data.K is None if cfg.learn_intrinsics is None else cfg.learn_intrinsics
     if data.K is not None and not learn_K:
