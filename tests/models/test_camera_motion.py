@@ -1,6 +1,7 @@
 """Learned camera motion: conventions match the recorded poses, the API's contracts (shapes,
 identity at the start, save/load), and both training signals point at the true motion."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -180,3 +181,37 @@ def test_training_on_poses_that_never_roll_makes_a_level_camera(tmp_path):
                                                              progress=False)))
     assert model.config.level
     assert CameraMotion.from_pretrained(tmp_path / "motion").config.level
+    assert not model.config.still_without_navigation          # these 8-frame episodes hold no idle row
+
+
+def test_idle_frames_hold_still_is_read_from_the_recorded_poses(tmp_path):
+    from tiny_world import record_tiny_episodes
+
+    from alaya.train.camera_motion import MotionEpisodes, idle_frames_hold_still
+    data = MotionEpisodes(str(record_tiny_episodes(tmp_path / "episodes", episodes=2)), None, frames=False)
+    assert not idle_frames_hold_still(data)                      # no row without input: nothing to read
+    data.actions[0, 5:] = 0                                      # rows with no input, where the game holds still
+    data.poses[0, 5:] = data.poses[0, 4]
+    assert idle_frames_hold_still(data)
+    data.poses[0, 7, 0, 3] += 0.05                               # one idle frame slides 5 cm: not so
+    assert not idle_frames_hold_still(data)
+
+
+def test_a_camera_still_without_navigation_neither_turns_nor_slides_but_falls():
+    from alaya.models.camera_motion import camera_centre
+    torch.manual_seed(1)
+    m = CameraMotion(CameraMotionConfig(hidden=16, still_without_navigation=True))
+    for p in m.net.parameters():
+        torch.nn.init.normal_(p, std=0.3)                      # an untrained net: it would coast and turn
+    walk, idle = torch.tensor(action_vector(1.0, 0.0, 0.5, 0.0, None)), torch.zeros(8)
+    state = m.initial_state(pitch_degrees=-10.0)
+    for _ in range(5):
+        _, state = m.step(walk, state)
+    delta, after = m.step(idle, state)
+    torch.testing.assert_close(delta[:3, :3], torch.eye(3))     # no turn
+    move = camera_centre(delta[None])[0]                         # the centre's move, old camera axes
+    along_up = (move * state.up[0]).sum() * state.up[0]
+    torch.testing.assert_close(move, along_up, atol=1e-6, rtol=0)   # only up or down
+    free = CameraMotion(dataclasses.replace(m.config, still_without_navigation=False))
+    free.load_state_dict(m.state_dict())
+    assert float(matrix_to_axis_angle(free.step(idle, state)[0][None, :3, :3]).norm()) > 1e-4   # without: it turns

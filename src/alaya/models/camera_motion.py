@@ -69,6 +69,10 @@ class CameraMotionConfig:
     level: bool = False                 # the camera never rolls: each step's roll is taken out (set by
                                         # training when no recorded camera rolls; tiny tilts of a learned
                                         # turn's axis otherwise add up: 1.3 degrees of roll in two turns)
+    still_without_navigation: bool = False   # a row with no navigation (forward, strafe, turn, pitch) neither
+                                        # turns the camera nor moves it along the floor, only up or down (a
+                                        # jump's flight): set by training when every such recorded frame is so
+                                        # (a learned stop otherwise coasts a few mm: 3-6 mm after a walk)
     stop_steps: float = 3.0             # a world model's camera stops this many of its own steady full
                                         # forward steps short of a surface ahead (stop_at_surfaces); the
                                         # unit is the motion's own, so frames-only data needs no metres
@@ -308,6 +312,15 @@ class CameraMotion(nn.Module):
         up = self.next_up(state.up, tw)
         if self.config.level:
             delta, up = level(delta, up)
+        if self.config.still_without_navigation:
+            idle = (rows[:, :NAV] == 0).all(-1)
+            if idle.any():
+                vertical = (delta[:, :3, 3] * state.up).sum(-1, keepdim=True) * state.up   # along world up
+                held = torch.eye(4).repeat(len(rows), 1, 1)
+                held[:, :3, 3] = vertical
+                delta = torch.where(idle[:, None, None], held, delta)
+                up = torch.where(idle[:, None], state.up.float(), up)
+        if self.config.level or self.config.still_without_navigation:
             tw = matrix_to_twist(delta)
         new = MotionState(up=up, prev=tw, height=height_step(state.height, tw, up))
         return (delta[0] if single else delta), new

@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from alaya.data.episodes import EpisodeDataset
 from alaya.io import atomic_write_text
-from alaya.models.camera_motion import (CameraMotion, CameraMotionConfig, MotionState, camera_centre, constant_motion,
+from alaya.models.camera_motion import (NAV, CameraMotion, CameraMotionConfig, MotionState, camera_centre, constant_motion,
                                         gl_to_cv, matrix_to_axis_angle, matrix_to_twist, relative_motion,
                                         twist_to_matrix, up_in_camera)
 from alaya.models.view_warp import warp_depth
@@ -239,6 +239,23 @@ def _resolve_mode(cfg: MotionTrainConfig, data: MotionEpisodes) -> str:
     return cfg.mode if cfg.mode != "auto" else ("poses" if data.poses is not None else "frames")
 
 
+def idle_frames_hold_still(data: MotionEpisodes, degrees: float = 0.05, metres: float = 1e-3) -> bool:
+    """Whether every recorded frame whose row has no navigation (forward, strafe, turn, pitch)
+    turns less than ``degrees`` and moves less than ``metres`` along the floor (world up is z),
+    and there is at least one such frame: the game holds a camera still without input."""
+    T = data.actions.shape[1]
+    idle = (data.actions[..., :NAV] == 0).all(-1) & (torch.arange(T) < data.length[:, None])
+    idle[:, 0] = False                                                   # row 0 is not played
+    if not idle.any():
+        return False
+    poses = data.poses.double()
+    turn = torch.stack([matrix_to_axis_angle(relative_motion(p)[:, :3, :3]).norm(dim=-1) for p in poses])
+    centres = camera_centre(poses)
+    walk = torch.zeros(idle.shape, dtype=torch.float64)
+    walk[:, 1:] = (centres[:, 1:, :2] - centres[:, :-1, :2]).norm(dim=-1)
+    return bool(torch.rad2deg(turn[idle]).max() < degrees and walk[idle].max() < metres)
+
+
 def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
     """Train on ``cfg.data``'s train split; save to ``cfg.out`` (with the test split's errors
     when it has poses) and write ``config.json`` / ``metrics.jsonl`` in the run folder."""
@@ -256,6 +273,8 @@ def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
         rolls = up_in_camera(data.poses.reshape(-1, 4, 4))[:, 0].abs()     # sin(roll) of every recorded camera
         if float(rolls.max()) < math.sin(math.radians(0.5)):
             cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, level=True))
+    if data.poses is not None and not cfg.model.still_without_navigation and idle_frames_hold_still(data):
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, still_without_navigation=True))
     model = CameraMotion(cfg.model)
     learn_K = data.K is None if cfg.learn_intrinsics is None else cfg.learn_intrinsics
     if data.K is not None and not learn_K:
