@@ -215,3 +215,33 @@ def test_a_camera_still_without_navigation_neither_turns_nor_slides_but_falls():
     free = CameraMotion(dataclasses.replace(m.config, still_without_navigation=False))
     free.load_state_dict(m.state_dict())
     assert float(matrix_to_axis_angle(free.step(idle, state)[0][None, :3, :3]).norm()) > 1e-4   # without: it turns
+
+
+def test_a_pitch_held_camera_pitches_only_when_asked():
+    torch.manual_seed(2)
+    m = CameraMotion(CameraMotionConfig(hidden=16, level=True, pitch_held=True))
+    for p in m.net.parameters():
+        torch.nn.init.normal_(p, std=0.3)                      # an untrained net: turns tip the view
+    start = m.initial_state(pitch_degrees=-10.0)
+    _, state = m.rollout(torch.tensor(action_vector(1.0, 0.5, 1.0, 0.0, None)).expand(50, -1), start)
+    assert float(torch.rad2deg(pitch_of(state.up[0]))) == pytest.approx(-10.0, abs=1e-4)
+    _, pitched = m.rollout(torch.tensor(action_vector(0.0, 0.0, 0.0, 1.0, None)).expand(5, -1), start)
+    assert abs(float(torch.rad2deg(pitch_of(pitched.up[0]))) + 10.0) > 1e-3     # a pitch row still pitches
+    free = CameraMotion(dataclasses.replace(m.config, pitch_held=False))
+    free.load_state_dict(m.state_dict())
+    _, drifted = free.rollout(torch.tensor(action_vector(1.0, 0.5, 1.0, 0.0, None)).expand(50, -1), start)
+    assert abs(float(torch.rad2deg(pitch_of(drifted.up[0]))) + 10.0) > 1e-2     # without: it tips
+
+
+def test_pitch_needs_input_is_read_from_the_recorded_poses(tmp_path):
+    from tiny_world import record_tiny_episodes
+
+    from alaya.train.camera_motion import MotionEpisodes, pitch_needs_input
+    data = MotionEpisodes(str(record_tiny_episodes(tmp_path / "episodes", episodes=2)), None, frames=False)
+    data.actions[..., 3] = 0
+    data.poses[:] = data.poses[:, :1]                            # no pitch input, no pitch change
+    assert pitch_needs_input(data)
+    tilt = torch.eye(4, dtype=data.poses.dtype)
+    tilt[1:3, 1:3] = torch.tensor([[math.cos(0.05), -math.sin(0.05)], [math.sin(0.05), math.cos(0.05)]])
+    data.poses[0, 4:] = tilt @ data.poses[0, 4:]                 # frame 4 pitches 3 degrees with no input
+    assert not pitch_needs_input(data)

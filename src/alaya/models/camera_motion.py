@@ -48,6 +48,7 @@ from alaya.nn.pretrained import from_pretrained, save_pretrained
 GL_TO_CV = torch.diag(torch.tensor([1.0, -1.0, -1.0]))     # flips y and z: OpenGL <-> OpenCV camera axes
 WORLD_UP = torch.tensor([0.0, 0.0, 1.0])
 NAV = len(NAVIGATION)
+PITCH = NAVIGATION.index("pitch")          # the pitch column of an action row
 CAMERA_MOTION_DIR = "camera_motion"        # a memory world model's learned camera, inside its folder
 
 
@@ -73,6 +74,9 @@ class CameraMotionConfig:
                                         # turns the camera nor moves it along the floor, only up or down (a
                                         # jump's flight): set by training when every such recorded frame is so
                                         # (a learned stop otherwise coasts a few mm: 3-6 mm after a walk)
+    pitch_held: bool = False            # a row without pitch input keeps the camera's pitch: set by training
+                                        # when no recorded frame without it pitches (a learned turn otherwise
+                                        # tips the view 0.3 degrees a half-turn)
     stop_steps: float = 3.0             # a world model's camera stops this many of its own steady full
                                         # forward steps short of a surface ahead (stop_at_surfaces); the
                                         # unit is the motion's own, so frames-only data needs no metres
@@ -204,6 +208,18 @@ def level(delta: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return roll @ delta, up
 
 
+def hold_pitch(delta: torch.Tensor, up: torch.Tensor, old_up: torch.Tensor, hold: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Deltas (B, 4, 4) whose new cameras see world up as ``up`` (B, 3), where ``hold`` (B,) turned
+    about their x axis back to the pitch of the old cameras (world up ``old_up``): (deltas, up)."""
+    alpha = torch.atan2(up[:, 2], up[:, 1]) - torch.atan2(old_up[:, 2], old_up[:, 1])
+    alpha = torch.where(hold, -alpha, torch.zeros_like(alpha))
+    c, s = torch.cos(alpha), torch.sin(alpha)
+    turn = torch.eye(4).repeat(len(up), 1, 1)
+    turn[:, 1, 1], turn[:, 1, 2], turn[:, 2, 1], turn[:, 2, 2] = c, -s, s, c
+    return turn @ delta, (turn[:, :3, :3] @ up[:, :, None])[..., 0]
+
+
 def stop_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, depth: torch.Tensor, K: torch.Tensor,
                      radius: float) -> torch.Tensor:
     """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4, GL), shortened so that
@@ -320,7 +336,9 @@ class CameraMotion(nn.Module):
                 held[:, :3, 3] = vertical
                 delta = torch.where(idle[:, None, None], held, delta)
                 up = torch.where(idle[:, None], state.up.float(), up)
-        if self.config.level or self.config.still_without_navigation:
+        if self.config.pitch_held:
+            delta, up = hold_pitch(delta, up, state.up, rows[:, PITCH] == 0)
+        if self.config.level or self.config.still_without_navigation or self.config.pitch_held:
             tw = matrix_to_twist(delta)
         new = MotionState(up=up, prev=tw, height=height_step(state.height, tw, up))
         return (delta[0] if single else delta), new

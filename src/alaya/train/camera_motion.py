@@ -38,9 +38,9 @@ from tqdm import tqdm
 
 from alaya.data.episodes import EpisodeDataset
 from alaya.io import atomic_write_text
-from alaya.models.camera_motion import (NAV, CameraMotion, CameraMotionConfig, MotionState, camera_centre, constant_motion,
-                                        gl_to_cv, matrix_to_axis_angle, matrix_to_twist, relative_motion,
-                                        twist_to_matrix, up_in_camera)
+from alaya.models.camera_motion import (NAV, PITCH, CameraMotion, CameraMotionConfig, MotionState, camera_centre,
+                                        constant_motion, gl_to_cv, matrix_to_axis_angle, matrix_to_twist, pitch_of,
+                                        relative_motion, twist_to_matrix, up_in_camera)
 from alaya.models.view_warp import warp_depth
 from alaya.train.loop import TrainConfig
 
@@ -256,6 +256,20 @@ def idle_frames_hold_still(data: MotionEpisodes, degrees: float = 0.05, metres: 
     return bool(torch.rad2deg(turn[idle]).max() < degrees and walk[idle].max() < metres)
 
 
+def pitch_needs_input(data: MotionEpisodes, degrees: float = 0.01) -> bool:
+    """Whether no recorded frame whose row has no pitch input changes the camera's pitch by
+    ``degrees`` or more, and there is such a frame."""
+    T = data.actions.shape[1]
+    free = (data.actions[..., PITCH] == 0) & (torch.arange(T) < data.length[:, None])
+    free[:, 0] = False
+    if not free.any():
+        return False
+    pitch = torch.rad2deg(pitch_of(up_in_camera(data.poses.double())))
+    change = torch.zeros(free.shape, dtype=torch.float64)
+    change[:, 1:] = (pitch[:, 1:] - pitch[:, :-1]).abs()
+    return bool(change[free].max() < degrees)
+
+
 def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
     """Train on ``cfg.data``'s train split; save to ``cfg.out`` (with the test split's errors
     when it has poses) and write ``config.json`` / ``metrics.jsonl`` in the run folder."""
@@ -275,6 +289,8 @@ def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
             cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, level=True))
     if data.poses is not None and not cfg.model.still_without_navigation and idle_frames_hold_still(data):
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, still_without_navigation=True))
+    if data.poses is not None and not cfg.model.pitch_held and pitch_needs_input(data):
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, pitch_held=True))
     model = CameraMotion(cfg.model)
     learn_K = data.K is None if cfg.learn_intrinsics is None else cfg.learn_intrinsics
     if data.K is not None and not learn_K:
