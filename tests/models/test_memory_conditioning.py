@@ -486,7 +486,8 @@ def test_the_learned_camera_walks_up_to_a_wall_and_not_through_it():
 
 
 def test_stop_at_surfaces_shortens_only_a_walk_into_what_the_view_shows():
-    from alaya.models.camera_motion import camera_centre, stop_at_surfaces, twist_to_matrix
+    from alaya.models.camera_constraints import stop_at_surfaces
+    from alaya.models.camera_motion import camera_centre, twist_to_matrix
     from alaya.models.view_warp import pinhole
     K, view = pinhole(32, 60.0), kinematic_view(torch.zeros(1, 3), 0.0, 1.4)
     wall = torch.full((32, 32), 1.0)

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from alaya.data.actions import ACTION_DIM, NAVIGATION
+from alaya.models.camera_constraints import hold_pitch, level
 from alaya.models.view_warp import camera_rotation, walk_step
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
@@ -195,67 +196,6 @@ def constant_motion(rows: torch.Tensor, up: torch.Tensor, turn_degrees: float = 
     cv[:, :3, 3] = -(new @ centre[:, :, None])[..., 0]
     cv[:, 3, 3] = 1
     return gl_to_cv(cv)
-
-
-def level(delta: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Deltas (B, 4, 4) whose new cameras see world up as ``up`` (B, 3), turned about their view
-    axis so that they do not roll (world up in the camera's y-z plane): (levelled deltas, their up)."""
-    theta = torch.atan2(up[:, 0], up[:, 1])
-    c, s = torch.cos(theta), torch.sin(theta)
-    roll = torch.eye(4).repeat(len(up), 1, 1)
-    roll[:, 0, 0], roll[:, 0, 1], roll[:, 1, 0], roll[:, 1, 1] = c, -s, s, c
-    up = (roll[:, :3, :3] @ up[:, :, None])[..., 0]
-    return roll @ delta, up
-
-
-def hold_pitch(delta: torch.Tensor, up: torch.Tensor, old_up: torch.Tensor, hold: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Deltas (B, 4, 4) whose new cameras see world up as ``up`` (B, 3), where ``hold`` (B,) turned
-    about their x axis back to the pitch of the old cameras (world up ``old_up``): (deltas, up)."""
-    alpha = torch.atan2(up[:, 2], up[:, 1]) - torch.atan2(old_up[:, 2], old_up[:, 1])
-    alpha = torch.where(hold, -alpha, torch.zeros_like(alpha))
-    c, s = torch.cos(alpha), torch.sin(alpha)
-    turn = torch.eye(4).repeat(len(up), 1, 1)
-    turn[:, 1, 1], turn[:, 1, 2], turn[:, 2, 1], turn[:, 2, 2] = c, -s, s, c
-    return turn @ delta, (turn[:, :3, :3] @ up[:, :, None])[..., 0]
-
-
-def stop_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, depth: torch.Tensor, K: torch.Tensor,
-                     radius: float) -> torch.Tensor:
-    """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4, GL), shortened so that
-    its walk (the part along the floor: world up is z) stops ``radius`` short of the surface that
-    ``depth`` (H, W) metres along the view axis, 0 on the sky, seen by that camera with ``K``, shows
-    in the walk's direction (the nearest depth in the 3 x 3 pixels there): a world model's camera
-    walks up to a wall and not through it, as a game's collision stops its player. A walk whose
-    direction is out of view (sideways, backwards) or towards the sky goes unchanged, and so do
-    the turn and the rise or fall."""
-    P = world_to_camera.float()
-    new = delta.float() @ P
-    c0, c1 = camera_centre(P), camera_centre(new)
-    walk = c1 - c0
-    walk[2] = 0
-    distance = float(walk.norm())
-    if distance < 1e-6 or radius <= 0:
-        return delta
-    ray = P[:3, :3] @ (walk / distance)                         # the walk's direction, GL camera axes
-    ahead = float(-ray[2])
-    if ahead <= 1e-3:
-        return delta
-    H, W = depth.shape
-    u = int(math.floor(float(K[0, 0]) * float(ray[0]) / ahead + float(K[0, 2])))
-    v = int(math.floor(-float(K[1, 1]) * float(ray[1]) / ahead + float(K[1, 2])))
-    if not (0 <= u < W and 0 <= v < H):
-        return delta
-    patch = depth[max(v - 1, 0):v + 2, max(u - 1, 0):u + 2]
-    patch = patch[patch > 0]
-    if patch.numel() == 0:
-        return delta
-    room = max(float(patch.min()) / ahead - radius, 0.0)      # metres along the walk to the surface, less radius
-    if distance <= room:
-        return delta
-    stopped = new.clone()
-    stopped[:3, 3] = -new[:3, :3] @ (c1 - walk * (1 - room / distance))
-    return (stopped @ torch.linalg.inv(P)).to(delta.dtype)
 
 
 class CameraMotion(nn.Module):

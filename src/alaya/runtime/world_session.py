@@ -35,7 +35,8 @@ from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.diffusion.flow import time_grid
-from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion, stop_at_surfaces
+from alaya.models.camera_constraints import stop_at_surfaces
+from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
 from alaya.models.memory_conditioning import (as_context, decode_depth, frame_image, generated_insert, kinematic_view,
                                               memory_latent, session_memory, to_image, to_latent)
 from alaya.models.scene_memory import fill_pinholes
