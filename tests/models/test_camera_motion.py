@@ -215,6 +215,11 @@ def test_a_camera_still_without_navigation_neither_turns_nor_slides_but_falls():
     free = CameraMotion(dataclasses.replace(m.config, still_without_navigation=False))
     free.load_state_dict(m.state_dict())
     assert float(matrix_to_axis_angle(free.step(idle, state)[0][None, :3, :3]).norm()) > 1e-4   # without: it turns
+    from alaya.models.camera_motion import MotionState
+    step = torch.tensor([0.0, 0.0, -0.1]) - (-0.1 * state.up[0, 2]) * state.up[0]      # along the floor
+    walked = MotionState(up=state.up, prev=torch.cat([torch.zeros(3), step])[None], height=state.height)
+    stopped, _ = m.step(idle, walked)                            # stopped after a level walk: no rise or fall
+    torch.testing.assert_close(stopped, torch.eye(4))
 
 
 def test_a_pitch_held_camera_pitches_only_when_asked():

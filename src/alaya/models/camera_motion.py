@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from alaya.data.actions import ACTION_DIM, NAVIGATION
+from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION
 from alaya.models.camera_constraints import hold_pitch, level
 from alaya.models.view_warp import camera_rotation, walk_step
 from alaya.nn.pretrained import from_pretrained, save_pretrained
@@ -50,6 +50,7 @@ GL_TO_CV = torch.diag(torch.tensor([1.0, -1.0, -1.0]))     # flips y and z: Open
 WORLD_UP = torch.tensor([0.0, 0.0, 1.0])
 NAV = len(NAVIGATION)
 PITCH = NAVIGATION.index("pitch")          # the pitch column of an action row
+JUMP = ACTION_COLUMNS.index("jump")
 CAMERA_MOTION_DIR = "camera_motion"        # a memory world model's learned camera, inside its folder
 
 
@@ -72,8 +73,9 @@ class CameraMotionConfig:
                                         # training when no recorded camera rolls; tiny tilts of a learned
                                         # turn's axis otherwise add up: 1.3 degrees of roll in two turns)
     still_without_navigation: bool = False   # a row with no navigation (forward, strafe, turn, pitch) neither
-                                        # turns the camera nor moves it along the floor, only up or down (a
-                                        # jump's flight): set by training when every such recorded frame is so
+                                        # turns the camera nor moves it along the floor, only up or down in a
+                                        # jump's flight (a jump row, or a previous rise or fall): set by
+                                        # training when every such recorded frame is so
                                         # (a learned stop otherwise coasts a few mm: 3-6 mm after a walk)
     pitch_held: bool = False            # a row without pitch input keeps the camera's pitch: set by training
                                         # when no recorded frame without it pitches (a learned turn otherwise
@@ -271,7 +273,9 @@ class CameraMotion(nn.Module):
         if self.config.still_without_navigation:
             idle = (rows[:, :NAV] == 0).all(-1)
             if idle.any():
-                vertical = (delta[:, :3, 3] * state.up).sum(-1, keepdim=True) * state.up   # along world up
+                # along world up, and only in a jump's flight: its start or a previous rise or fall
+                flying = (rows[:, JUMP] != 0) | ((state.prev[:, 3:] * state.up).sum(-1).abs() > 1e-4)
+                vertical = (delta[:, :3, 3] * state.up).sum(-1, keepdim=True) * state.up * flying[:, None]
                 held = torch.eye(4).repeat(len(rows), 1, 1)
                 held[:, :3, 3] = vertical
                 delta = torch.where(idle[:, None, None], held, delta)

@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from alaya.data.episodes import EpisodeDataset
 from alaya.io import atomic_write_text
-from alaya.models.camera_motion import (NAV, PITCH, CameraMotion, CameraMotionConfig, MotionState, camera_centre,
+from alaya.models.camera_motion import (JUMP, NAV, PITCH, CameraMotion, CameraMotionConfig, MotionState, camera_centre,
                                         constant_motion, gl_to_cv, matrix_to_axis_angle, matrix_to_twist, pitch_of,
                                         relative_motion, twist_to_matrix, up_in_camera)
 from alaya.models.view_warp import warp_depth
@@ -242,7 +242,8 @@ def _resolve_mode(cfg: MotionTrainConfig, data: MotionEpisodes) -> str:
 def idle_frames_hold_still(data: MotionEpisodes, degrees: float = 0.05, metres: float = 1e-3) -> bool:
     """Whether every recorded frame whose row has no navigation (forward, strafe, turn, pitch)
     turns less than ``degrees`` and moves less than ``metres`` along the floor (world up is z),
-    and there is at least one such frame: the game holds a camera still without input."""
+    nor up or down unless it jumps or was already rising or falling, and there is at least one
+    such frame: the game holds a camera still without input."""
     T = data.actions.shape[1]
     idle = (data.actions[..., :NAV] == 0).all(-1) & (torch.arange(T) < data.length[:, None])
     idle[:, 0] = False                                                   # row 0 is not played
@@ -251,9 +252,14 @@ def idle_frames_hold_still(data: MotionEpisodes, degrees: float = 0.05, metres: 
     poses = data.poses.double()
     turn = torch.stack([matrix_to_axis_angle(relative_motion(p)[:, :3, :3]).norm(dim=-1) for p in poses])
     centres = camera_centre(poses)
-    walk = torch.zeros(idle.shape, dtype=torch.float64)
+    walk, rise = torch.zeros(idle.shape, dtype=torch.float64), torch.zeros(idle.shape, dtype=torch.float64)
     walk[:, 1:] = (centres[:, 1:, :2] - centres[:, :-1, :2]).norm(dim=-1)
-    return bool(torch.rad2deg(turn[idle]).max() < degrees and walk[idle].max() < metres)
+    rise[:, 1:] = (centres[:, 1:, 2] - centres[:, :-1, 2]).abs()
+    grounded = idle & (data.actions[..., JUMP] == 0)
+    grounded[:, 1:] &= rise[:, :-1] < metres / 10                         # not in a flight already
+    grounded[:, 0] = False
+    return bool(torch.rad2deg(turn[idle]).max() < degrees and walk[idle].max() < metres
+                and (not grounded.any() or rise[grounded].max() < metres))
 
 
 def pitch_needs_input(data: MotionEpisodes, degrees: float = 0.01) -> bool:
