@@ -12,9 +12,9 @@ import math
 import torch
 
 
-def _centre(world_to_camera: torch.Tensor) -> torch.Tensor:
-    """(3,) the camera's centre in world coordinates (-R^T t)."""
-    return -world_to_camera[:3, :3].T @ world_to_camera[:3, 3]
+def camera_centre(world_to_camera: torch.Tensor) -> torch.Tensor:
+    """(..., 4, 4) view matrices -> (..., 3) the cameras' centres in world coordinates (-R^T t)."""
+    return -(world_to_camera[..., :3, :3].transpose(-1, -2) @ world_to_camera[..., :3, 3:])[..., 0]
 
 
 def level(delta: torch.Tensor, up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,7 +51,7 @@ def stop_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, depth: 
     the turn and the rise or fall."""
     P = world_to_camera.float()
     new = delta.float() @ P
-    c0, c1 = _centre(P), _centre(new)
+    c0, c1 = camera_centre(P), camera_centre(new)
     walk = c1 - c0
     walk[2] = 0
     distance = float(walk.norm())

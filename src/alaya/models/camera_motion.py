@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION
-from alaya.models.camera_constraints import hold_pitch, level
+from alaya.models.camera_constraints import camera_centre, hold_pitch, level  # noqa: F401 (camera_centre: re-exported)
 from alaya.models.view_warp import camera_rotation, walk_step
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
@@ -152,11 +152,6 @@ def relative_motion(world_to_camera: torch.Tensor) -> torch.Tensor:
 def up_in_camera(world_to_camera: torch.Tensor) -> torch.Tensor:
     """(..., 4, 4) GL view matrices -> (..., 3) the world's up axis in camera coordinates."""
     return world_to_camera[..., :3, 2]
-
-
-def camera_centre(world_to_camera: torch.Tensor) -> torch.Tensor:
-    """(..., 4, 4) view matrices -> (..., 3) the cameras' centres in world coordinates (-R^T t)."""
-    return -(world_to_camera[..., :3, :3].transpose(-1, -2) @ world_to_camera[..., :3, 3:])[..., 0]
 
 
 def up_from_pitch(pitch_degrees: torch.Tensor) -> torch.Tensor:

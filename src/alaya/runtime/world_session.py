@@ -185,8 +185,9 @@ class WorldSession:
     def _insert(self, z: torch.Tensor) -> None:
         """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth."""
         c = self.model.config
-        self._depth = decode_depth(to_image(z)[0, 3].clamp(0, 1))       # what the camera walks up to (_move_camera)
-        rgb, depth, replaced = generated_insert(to_image(z)[0], self.K, self._view, self._covered,
+        image = to_image(z)[0]
+        self._depth = decode_depth(image[3].clamp(0, 1))        # what the camera walks up to (_move_camera)
+        rgb, depth, replaced = generated_insert(image, self.K, self._view, self._covered,
                                                 c.memory_floor_clamp, c.memory_sky_depth, c.memory_replace_below,
                                                 c.memory_depth_median, c.memory_depth_outlier)
         self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index, see_through=replaced)
