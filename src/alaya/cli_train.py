@@ -30,9 +30,10 @@ GUIDED_DECODER_OPTIONS = (
     ("--style-detail", {"default": None,
                         "help": "guided-decoder: scale the detail term per style, e.g. 'neon_night=4' (others 1)"}),
     ("--adversarial-weight", {"type": float, "default": 0.0,
-                              "help": "guided-decoder: weight of a conditional patch critic's hinge loss (0: none)"}),
+                              "help": "guided-decoder, world --memory: weight of a conditional patch critic's hinge loss "
+                                      "(0: none; world: on the --one-step-t samples' 1-step frames)"}),
     ("--adversarial-start", {"type": int, "default": 250,
-                             "help": "guided-decoder: the step from which the decoder fits the critic"}),
+                             "help": "guided-decoder, world --memory: the step from which the generator fits the critic"}),
 )
 
 

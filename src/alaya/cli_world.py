@@ -65,7 +65,8 @@ def train_world_from_args(a: argparse.Namespace, train):
         unroll_still_prob=a.unroll_still_prob, reset_prob=a.reset_prob,
         memory_cached_only=a.memory_cached_only, depth_weight=a.depth_weight, gate_weight=a.gate_weight,
         camera_motion=a.camera_motion, memory_degrade=a.memory_degrade, memory_rollout=a.memory_rollout,
-        memory_rollout_prob=a.memory_rollout_prob, train=train))
+        memory_rollout_prob=a.memory_rollout_prob, adversarial_weight=a.adversarial_weight,
+        adversarial_start=a.adversarial_start, train=train))
 
 
 def train_motion_from_args(a: argparse.Namespace, train):

@@ -102,6 +102,9 @@ class WorldTrainConfig:
     gate_weight: float = 0.5
     memory_styles: int = 1               # memory model: styles with memory renders (the first ones; ~30 ms a frame each)
     memory_cached_only: bool = False     # memory model: train on the episodes already rendered, render no more
+    adversarial_weight: float = 0.0      # memory model: weight of a patch critic's hinge loss on the 1-step
+                                         # frames (the one_step_t samples; alaya.train.world_critic); 0: none
+    adversarial_start: int = 250         # ... from this step on (the critic trains from the first)
     camera_motion: str | None = None     # memory model: a learned camera (alaya train motion) copied into
                                          # <out>/camera_motion/, which play then moves the memory's camera by
     starts: int = 6                      # start frames written to <out>/starts/ (episodes.write_start_frames)
@@ -405,6 +408,7 @@ def _train_memory_world(model: WorldModel, cfg: WorldTrainConfig) -> WorldModel:
     """``train_world`` for a memory model (``alaya.train.world_memory_loss``): the rolling memory
     renders are cached first (``cache_memory``); no error bank or unrolled loss."""
     from alaya.models.scene_memory import SceneMemoryConfig
+    from alaya.train.world_critic import WorldWithCritic, world_of
     from alaya.train.world_memory import MemoryEpisodes, cache_memory, cached_ids, restrict
     from alaya.train.world_memory_loss import channel_weights, memory_world_loss
     if cfg.unroll > 0 or cfg.error_prob > 0 or cfg.rollout > 0:
@@ -432,19 +436,25 @@ def _train_memory_world(model: WorldModel, cfg: WorldTrainConfig) -> WorldModel:
                                   sky_depth=m.memory_sky_depth)
         splits[split] = data, MemoryEpisodes(cfg.data, data.ids, folder, data.shape[2])
     weights = channel_weights(cfg)
+    if cfg.adversarial_weight > 0:
+        if cfg.one_step_t <= 0:
+            raise ValueError("adversarial_weight: the critic judges the 1-step frames of the samples at t = 1; "
+                             "set one_step_t (--one-step-t) above 0")
+        model = WorldWithCritic(model)
 
     def loss_fn(mod, index):
         return memory_world_loss(mod, *splits["train"], cfg, weights, index, tc.batch_size, tc.seed)
 
     def validate(mod):
-        return {"loss": float(np.mean([memory_world_loss(mod, *splits[held_out], cfg, weights, 10_000_000 + i,
+        return {"loss": float(np.mean([memory_world_loss(world_of(mod), *splits[held_out], cfg, weights, 10_000_000 + i,
                                                          cfg.val_batch_size, 1234)[0].item()
                                        for i in range(cfg.val_batches)]))}
 
     describe = {"world": json.loads(json.dumps(cfg.__dict__, default=lambda o: getattr(o, "__dict__", str(o))))}
-    model = Trainer(model, tc, loss_fn, validate if held_out else None, describe).run()
+    model = world_of(Trainer(model, tc, loss_fn, validate if held_out else None, describe).run())
     model.save_pretrained(cfg.out, trained={"data": cfg.data, "steps": tc.steps, "run_dir": tc.run_dir,
-                                            "memory": True, "init": cfg.init, "camera_motion": cfg.camera_motion})
+                                            "memory": True, "init": cfg.init, "camera_motion": cfg.camera_motion,
+                                            "adversarial_weight": cfg.adversarial_weight})
     if cfg.camera_motion:
         ship_camera_motion(cfg.camera_motion, cfg.out)
     if cfg.starts > 0:

@@ -41,6 +41,7 @@ from alaya.models.scene_memory import fill_pinholes
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
 from alaya.train.world_memory import MemoryEpisodes
+from alaya.train.world_critic import adversarial_losses, critic_of, one_step_frames, world_of
 from alaya.train.world_memory_rollout import rollout_batch
 
 
@@ -145,7 +146,7 @@ def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, wei
     n_ep, _, T = data.shape
     e = rng.integers(n_ep, size=batch_size)
     st = rng.integers(mem.renders.styles, size=batch_size)
-    core = model.module if hasattr(model, "module") else model
+    core = world_of(model)
     rollout = cfg.memory_rollout > 0 and rng.random() < cfg.memory_rollout_prob
     if rollout:
         style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
@@ -170,4 +171,13 @@ def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, wei
     v = model(interpolate(x, eps, t), t, memory, noisy, valid, style, rows, level)
     err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
     loss = (err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)).mean()
-    return loss, {"coverage": float(mcov.mean()), "gate": float(gate.mean())}
+    logs = {"coverage": float(mcov.mean()), "gate": float(gate.mean())}
+    critic, one = critic_of(model), t >= 1.0
+    if critic is not None and one.any():          # the 1-step frames against the game's (world_critic)
+        fake = one_step_frames(core, eps[one], v[one].float(), noisy[one][:, 0], memory[one])
+        critic_loss, generator_loss = adversarial_losses(critic, fake, rgb[one], mrgb[one], mcov[one])
+        weight = cfg.adversarial_weight if index >= cfg.adversarial_start else 0.0
+        logs.update(flow=float(loss.detach()), critic=float(critic_loss.detach()),
+                    generator=float(generator_loss.detach()))
+        loss = loss + critic_loss + weight * generator_loss
+    return loss, logs
