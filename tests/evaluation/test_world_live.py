@@ -138,6 +138,7 @@ def test_the_real_game_as_a_session_scores_perfectly(oracle):
         assert s["sharpness_windows"] == [1.0] * len(s["windows"]) and s["psnr_frame1"] == 100.0
     assert r["scripts"]["play"]["windows"] == [[1, 8], [9, 16], [17, 24]]
     assert r["fps"] > 0 and r["gif"]["generated"].shape == (24, SIZE, SIZE, 3)
+    assert len(r["scripts"]["play"]["structure_windows"]) == 3 and r["structure_max"] < 0.2   # patch sampling's floor
 
 
 def test_blurred_frames_lose_sharpness_and_detail(oracle):
@@ -147,6 +148,7 @@ def test_blurred_frames_lose_sharpness_and_detail(oracle):
     assert r["sharpness_min"] < 0.5 and all(w < 1 for w in r["scripts"]["play"]["sharpness_windows"])
     assert r["still_hf_ratio_max"] < 1 and r["psnr_mean"] < 40
     assert r["walk_back_return_psnr"] is None and list(r["scripts"]) == ["play", "still"]
+    assert r["structure_max"] > 2 * oracle[1]["structure_max"]             # a blur is not the game's structure
     grain = evaluate_live(lambda sc: GameSession(sc, grain=30), game_player(SIZE), [s],
                           LiveConfig(scripts=("still",), frames=24, window=8))
     assert grain["still_hf_ratio_max"] > 1.5 and grain["sharpness_min"] > 1.5     # a checkerboard counts

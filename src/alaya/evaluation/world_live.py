@@ -13,7 +13,10 @@ window of ``window`` frames), their minimum and maximum, and ``sharpness_in_band
 within ``SHARPNESS_BAND``: a minimum alone passed frames holding five times the game's high
 frequencies in the wrong place); ``orientation_windows`` / ``orientation_max`` (how
 differently the generated frames' edges run from the real ones', 0 to 1: horizontal streaks and
-a patchwork of squares score high at any sharpness); ``colour_drift`` (the generated mean colour's
+a patchwork of squares score high at any sharpness); ``structure_windows`` / ``structure_max``
+(``patch_distance``: how far the generated frames' band-pass patches lie from the real ones' in
+distribution; a blur and streaks both score high, new content of the game's kind low, whether or
+not it is the game's exact content); ``colour_drift`` (the generated mean colour's
 change from the first window to the last, minus the real one's); standing still:
 ``still_psnr_min`` / ``_mean`` (every still frame against the frame where the player stopped;
 ``still_psnr_static_*`` over the pixels the game itself leaves unchanged) and
@@ -35,11 +38,14 @@ from tqdm import tqdm
 from alaya.data.actions import ACTION_COLUMNS
 from alaya.evaluation import metrics as M
 from alaya.evaluation.live_scripts import MINUTE, SCRIPTS, LiveScript, live_scripts
+from alaya.evaluation.patch_distance import structure_distance
 
 WINDOW = 300          # frames of a sharpness window (10 s)
 SHARPNESS_BAND = (0.6, 1.5)   # a window's ratio outside it: blur below, grain or patchwork above
                               # (1.5: the standing-still line's bound on high-frequency energy)
 CHUNK = 300           # frames turned into float tensors at once
+STRUCTURE_STRIDE = 3  # the structure distance looks at every third frame of a window ...
+STRUCTURE_SAMPLES = 2400   # ... and this many patches per pyramid level (24 a frame in 300; ~1 s a window at 128²)
 
 
 @dataclass
@@ -174,12 +180,26 @@ def play_session(session, start: np.ndarray, actions: np.ndarray, desc: str = ""
     return np.stack(frames), np.array(seconds)
 
 
-def compare(gen: np.ndarray, real: np.ndarray, start: np.ndarray, script: LiveScript) -> dict:
+def structure_series(gen: np.ndarray, real: np.ndarray, window: int) -> np.ndarray:
+    """Per window of ``window`` frames: ``patch_distance.structure_distance`` of the generated
+    frames (uint8 (T, S, S, 3)) from the real ones, on every ``STRUCTURE_STRIDE``-th frame and
+    ``STRUCTURE_SAMPLES`` patches per level whatever the window's length."""
+    out = []
+    for w in windows(len(gen), window):
+        g, r = M.frames_to_tensor(gen[w][::STRUCTURE_STRIDE]), M.frames_to_tensor(real[w][::STRUCTURE_STRIDE])
+        per_frame = -(-STRUCTURE_SAMPLES // len(g))             # the same sample count (noise floor) in any window
+        out.append(structure_distance(g, r, per_frame=per_frame))
+    return np.array(out)
+
+
+def compare(gen: np.ndarray, real: np.ndarray, start: np.ndarray, script: LiveScript, window: int = WINDOW) -> dict:
     """Per-frame series of one scene and script: generated and real ``frame_series``, ``psnr``
-    against the real frames, and the script's landmarks (standing still, the return)."""
+    against the real frames, the ``structure`` distance per window, and the script's landmarks
+    (standing still, the return)."""
     if gen.shape != real.shape or gen.shape[1:] != start.shape:
         raise ValueError(f"generated {gen.shape}, real {real.shape} and start {start.shape} frames disagree")
-    out = {"gen": frame_series(gen), "real": frame_series(real), "psnr": psnr_series(gen, real)}
+    out = {"gen": frame_series(gen), "real": frame_series(real), "psnr": psnr_series(gen, real),
+           "structure": structure_series(gen, real, window)}
     if "still_from" in script.marks:
         k = script.marks["still_from"]                  # frame k: where the player stops (0: the start)
         refs = {}
@@ -214,9 +234,11 @@ def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.n
     psnr = np.stack([s["psnr"] for s in series])
     pooled = lambda key, w: np.concatenate([s[key]["orientation"][w] for s in series])    # noqa: E731
     orient = [orientation_distance(pooled("gen", w), pooled("real", w)) for w in wins]
+    structure = np.stack([s["structure"] for s in series]).mean(0).tolist()
     out = {"frames": T, "scenes": len(series), "windows": [[w.start + 1, w.stop] for w in wins],
            "sharpness_windows": sharp, "sharpness_min": min(sharp),
            "sharpness_max": max(sharp), "orientation_windows": orient, "orientation_max": max(orient),
+           "structure_windows": structure, "structure_max": max(structure),
            "colour_drift": _mean(drifts), "psnr_mean": float(psnr.mean()),
            "psnr_windows": [float(psnr[:, w].mean()) for w in wins], "psnr_frame1": float(psnr[:, 0].mean()),
            "fps": float(seconds.size / max(seconds.sum(), 1e-9)),
@@ -263,6 +285,7 @@ def overall(scripts: dict[str, dict], seconds: float, frames: int) -> dict:
     return {"sharpness_min": lo, "sharpness_max": hi,
             "sharpness_in_band": None if lo is None else bool(SHARPNESS_BAND[0] <= lo and hi <= SHARPNESS_BAND[1]),
             "orientation_max": max(got("orientation_max"), default=None),
+            "structure_max": max(got("structure_max"), default=None),
             "colour_drift": max(got("colour_drift"), default=None),
             "still_psnr_min": still.get("still_psnr_min"), "still_psnr_mean": still.get("still_psnr_mean"),
             "still_psnr_static_min": still.get("still_psnr_static_min"),
@@ -292,7 +315,7 @@ def evaluate_live(make_session, play_real, scenes: list[Scene], cfg: LiveConfig 
             gen, sec = play_session(make_session(scene), scene.start, script.actions, desc, progress,
                                     scene.start_depth)
             real = np.asarray(play_real(scene, script.actions))
-            series.append(compare(gen, real, scene.start, script))
+            series.append(compare(gen, real, scene.start, script, cfg.window))
             seconds.append(sec)
             if name == gif_script and i == 0:
                 gif = {"generated": gen, "real": real, "start": scene.start, "scene": scene.name, "script": name}
