@@ -240,6 +240,26 @@ def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, c
     return rgb, depth, replaced
 
 
+def frame_as_memory(rgb: torch.Tensor, depth: torch.Tensor, sky_depth: float
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A frame (rgb (B, 3, H, W) in [0, 1], depth (B, 1, H, W) metres, 0 on the sky) as the memory
+    render of its own view: (rgb, coverage, depth), covered where it has geometry and, with
+    ``sky_depth`` > 0, on the sky too, stored as a backdrop that far away. What the memory shows
+    a camera that has not moved since that frame (the exact picture, without a splat's
+    resampling), as training's standing-still samples show it."""
+    seen = torch.where(depth > 0, depth, torch.full_like(depth, sky_depth)) if sky_depth > 0 else depth
+    coverage = (seen > 0).to(rgb.dtype)
+    return rgb * coverage, coverage, seen
+
+
+def same_view(a: torch.Tensor, b: torch.Tensor, metres: float = 2e-3, degrees: float = 0.05) -> bool:
+    """Whether two world_to_camera (4, 4) matrices are one view for the memory: camera centres
+    within ``metres`` and rotations within ``degrees`` (a sub-pixel move at any size we play)."""
+    move = float((camera_centre(a) - camera_centre(b)).norm())
+    cos = float(((a[:3, :3] @ b[:3, :3].T).diagonal().sum() - 1) / 2)
+    return move <= metres and cos >= torch.cos(torch.deg2rad(torch.tensor(degrees))).item()
+
+
 def session_memory(config) -> SceneMemory:
     """An empty scene memory configured as a session's, from a ``WorldModelConfig``: its capacity,
     insert stride and whether a generated frame may remove points (``WorldSession``, and the

@@ -17,7 +17,10 @@ it generates goes in with its generated depth. The camera moves by a learned ``C
 when the session has one (a model folder's ``camera_motion/``: each action row's relative pose,
 learned from the data), else by the fixed kinematics (``advance_pose``: the game's constants);
 the learned camera stops short of the surface the last frame showed ahead (``stop_at_surfaces``),
-so walking into a wall stops at it, as the game's collision does.
+so walking into a wall stops at it, as the game's collision does. A camera that has not moved
+since the last frame (``same_view``) is shown that frame as its memory (``frame_as_memory``), as
+training's standing-still samples are, not the memory's re-render of it: the splats' resampling
+and the last frame's not-yet-inserted parts would otherwise make a still view settle over frames.
 The start frame goes in with the depth given to ``reset`` (a recorded frame's: the start frames'
 ``.depth.npy``) or else the depth the model predicts for it. The memory is bounded
 (``memory_max_points``), so state stays bounded too.
@@ -37,8 +40,9 @@ from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.diffusion.flow import time_grid
 from alaya.models.camera_constraints import stop_at_surfaces
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
-from alaya.models.memory_conditioning import (as_context, decode_depth, frame_image, generated_insert, kinematic_view,
-                                              memory_latent, session_memory, to_image, to_latent)
+from alaya.models.memory_conditioning import (as_context, decode_depth, frame_as_memory, frame_image, generated_insert,
+                                              kinematic_view, memory_latent, same_view, session_memory, to_image,
+                                              to_latent)
 from alaya.models.scene_memory import fill_pinholes
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
@@ -187,6 +191,7 @@ class WorldSession:
         c = self.model.config
         image = to_image(z)[0]
         self._depth = decode_depth(image[3].clamp(0, 1))        # what the camera walks up to (_move_camera)
+        self._shown = image[None, :3].clamp(0, 1), self._depth[None, None]   # a still camera's memory (step_latent)
         rgb, depth, replaced = generated_insert(image, self.K, self._view, self._covered,
                                                 c.memory_floor_clamp, c.memory_sky_depth, c.memory_replace_below,
                                                 c.memory_depth_median, c.memory_depth_outlier)
@@ -215,10 +220,16 @@ class WorldSession:
         cond = self.model.pack(self.style, self.actions, level)
         memory = None
         if c.memory:                                    # the memory seen from frame n's camera
-            self._view = self.camera_view()
-            r = self.memory.render(self.K, self._view, self.size, self.size)
-            self._covered = r.coverage[0]                  # the pinholes filled below still take the frame
-            rgb, coverage, depth = fill_pinholes(r.rgb[None], r.coverage[None], r.depth[None], c.memory_fill_pinholes)
+            view = self.camera_view()
+            if same_view(view, self._view):            # not moved: the last frame is this view's memory, exactly
+                rgb, coverage, depth = frame_as_memory(*self._shown, c.memory_sky_depth)
+                self._covered = coverage[0, 0]
+            else:
+                r = self.memory.render(self.K, view, self.size, self.size)
+                self._covered = r.coverage[0]              # the pinholes filled below still take the frame
+                rgb, coverage, depth = fill_pinholes(r.rgb[None], r.coverage[None], r.depth[None],
+                                                     c.memory_fill_pinholes)
+            self._view = view
             anchor = memory = memory_latent(rgb, coverage, depth)
         else:
             anchor = self.model.align_anchor(self.anchor, context[:, 0], self.anchor_pose, self.anchor_pitch,

@@ -36,7 +36,8 @@ import torch
 import torch.nn.functional as F
 
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
-from alaya.models.memory_conditioning import as_context, frame_image, gate_target, memory_latent, to_latent
+from alaya.models.memory_conditioning import (as_context, frame_as_memory, frame_image, gate_target, memory_latent,
+                                              to_latent)
 from alaya.models.scene_memory import fill_pinholes
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
@@ -92,11 +93,7 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
         prev = to_latent(frame_image(rgb[b], depth[b]))
         ctx[b] = prev[:, None].expand(-1, K, -1, -1, -1)
         valid[b] = 1.0
-        seen = depth[b]
-        if m.memory_sky_depth > 0:                                # the sky as play stores it: a backdrop
-            seen = torch.where(seen > 0, seen, torch.full_like(seen, m.memory_sky_depth))
-        geometry = (seen > 0).float()
-        mrgb[b], mcov[b], mdepth[b] = rgb[b] * geometry, geometry, seen
+        mrgb[b], mcov[b], mdepth[b] = frame_as_memory(rgb[b], depth[b], m.memory_sky_depth)   # as play shows it
     if reset.any():
         b = torch.from_numpy(reset)
         unknown = to_latent(frame_image(rgb[b]))                  # depth unknown: disparity 0
