@@ -18,9 +18,11 @@ when the session has one (a model folder's ``camera_motion/``: each action row's
 learned from the data), else by the fixed kinematics (``advance_pose``: the game's constants);
 the learned camera stops short of the surface the last frame showed ahead (``stop_at_surfaces``),
 so walking into a wall stops at it, as the game's collision does. A camera that has not moved
-since the last frame (``same_view``) is shown that frame as its memory (``frame_as_memory``), as
-training's standing-still samples are, not the memory's re-render of it: the splats' resampling
-and the last frame's not-yet-inserted parts would otherwise make a still view settle over frames.
+(``same_view``) since the last frame made at a move is shown that frame as its memory
+(``frame_as_memory``), as training's standing-still samples are, rather than the memory's
+re-render of it: the splats' resampling and that frame's not-yet-inserted parts would otherwise
+make a still view settle over frames. It stays that frame while the camera stands: were it each
+newest frame, the model's small change per frame would add up, as in a model without memory.
 The start frame goes in with the depth given to ``reset`` (a recorded frame's: the start frames'
 ``.depth.npy``) or else the depth the model predicts for it. The memory is bounded
 (``memory_max_points``), so state stays bounded too.
@@ -185,6 +187,7 @@ class WorldSession:
             self.anchor = z
         self._view, self._covered = self.camera_view(), None
         self._insert(z)
+        self._still_frame, self._still_view = self._shown, self._view
 
     def _insert(self, z: torch.Tensor) -> None:
         """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth."""
@@ -221,8 +224,9 @@ class WorldSession:
         memory = None
         if c.memory:                                    # the memory seen from frame n's camera
             view = self.camera_view()
-            if same_view(view, self._view):            # not moved: the last frame is this view's memory, exactly
-                rgb, coverage, depth = frame_as_memory(*self._shown, c.memory_sky_depth)
+            moved = not same_view(view, self._still_view)
+            if not moved:                              # not moved: the frame last shown here is its memory, exactly
+                rgb, coverage, depth = frame_as_memory(*self._still_frame, c.memory_sky_depth)
                 self._covered = coverage[0, 0]
             else:
                 r = self.memory.render(self.K, view, self.size, self.size)
@@ -240,6 +244,8 @@ class WorldSession:
         z = self.model.finish(z, context[:, 0], self.stabilize, memory)
         if c.memory:
             self._insert(z)
+            if moved:
+                self._still_frame, self._still_view = self._shown, self._view
             z = as_context(z)
         self.context, self.valid = push_context(self.context, self.valid, z)
         return z
