@@ -3,10 +3,10 @@
     python bench/camera_motion.py --data /work/data/motion64 --weights runs/motion_sup [--scale-from DATA]
     python bench/camera_motion.py --miniworld-poses /work/data/maze64 --out /work/data/maze64_poses
 
-The first form prints ``alaya.train.camera_motion.evaluate_motion`` on the test split (per-frame
-rotation error in degrees, translation error in m; the model played freely from each episode's
-first pose, the constants from the recorded camera's up). ``--scale-from`` (a dataset with
-poses): also the translations scaled by the least-squares factor fitted on its train split,
+The first form prints ``alaya.train.camera_motion_eval.evaluate_motion`` on the test split
+(per-frame rotation error in degrees, translation error in m; the model played freely from each
+episode's first pose, the constants from the recorded camera's up). ``--scale-from`` (a dataset
+with poses): also the translations scaled by the least-squares factor fitted on its train split,
 for a model trained from frames alone (which learns translation up to scale).
 
 The second form is for measurement only: a MiniWorld recording (``alaya record gym``) has no
@@ -85,7 +85,7 @@ def main() -> None:
         miniworld_poses(a.miniworld_poses, a.out)
         return
     from alaya.models.camera_motion import CameraMotion
-    from alaya.train.camera_motion import evaluate_motion
+    from alaya.train.camera_motion_eval import evaluate_motion
     result = evaluate_motion(CameraMotion.from_pretrained(a.weights), a.data, a.split, scale_from=a.scale_from)
     print(json.dumps(result))
 

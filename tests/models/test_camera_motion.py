@@ -187,7 +187,7 @@ def test_training_on_poses_that_never_roll_makes_a_level_camera(tmp_path):
 def test_idle_frames_hold_still_is_read_from_the_recorded_poses(tmp_path):
     from tiny_world import record_tiny_episodes
 
-    from alaya.train.camera_motion import MotionEpisodes, idle_frames_hold_still
+    from alaya.train.camera_motion_data import MotionEpisodes, idle_frames_hold_still
     data = MotionEpisodes(str(record_tiny_episodes(tmp_path / "episodes", episodes=2)), None, frames=False)
     assert not idle_frames_hold_still(data)                      # no row without input: nothing to read
     data.actions[0, 5:] = 0                                      # rows with no input, where the game holds still
@@ -241,7 +241,7 @@ def test_a_pitch_held_camera_pitches_only_when_asked():
 def test_pitch_needs_input_is_read_from_the_recorded_poses(tmp_path):
     from tiny_world import record_tiny_episodes
 
-    from alaya.train.camera_motion import MotionEpisodes, pitch_needs_input
+    from alaya.train.camera_motion_data import MotionEpisodes, pitch_needs_input
     data = MotionEpisodes(str(record_tiny_episodes(tmp_path / "episodes", episodes=2)), None, frames=False)
     data.actions[..., 3] = 0
     data.poses[:] = data.poses[:, :1]                            # no pitch input, no pitch change

@@ -236,7 +236,7 @@ def test_a_see_through_mask_limits_what_a_frame_may_remove():
 
 
 def test_fill_pinholes_fills_isolated_holes_only():
-    from alaya.models.scene_memory import fill_pinholes
+    from alaya.models.memory_geometry import fill_pinholes
     rgb = torch.rand(1, 3, 12, 12)
     depth = torch.full((1, 1, 12, 12), 3.0)
     cov = torch.ones(1, 1, 12, 12)

@@ -47,11 +47,13 @@ the inserting camera are dropped, and beyond ``max_points`` those with the large
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
+
+from alaya.models.memory_checks import check_camera, check_frame, check_size, check_view
+from alaya.models.memory_geometry import depth_slope, depth_surface, pixel_ring
 
 
 @dataclass
@@ -84,31 +86,6 @@ class MemoryView(NamedTuple):
     depth: torch.Tensor      # (1, H, W) float32 metres along the view axis, 0 where not covered
 
 
-def fill_pinholes(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, passes: int = 2,
-                  min_neighbours: int = 5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A render's (rgb (B, 3, H, W), coverage and depth (B, 1, H, W)) pinholes filled: an uncovered
-    pixel with at least ``min_neighbours`` of its 8 neighbours covered takes their mean colour and
-    depth, ``passes`` times. A memory filled from generated frames is pinholed where a frame's
-    depth did not confirm the one before (``confirm``); unfilled, each pinhole is generated anew
-    every frame from a context that does not line up with it, and what it guessed bleeds in.
-    Pure: new tensors."""
-    kernel = torch.ones(1, 1, 3, 3, dtype=rgb.dtype)
-    for _ in range(passes):
-        cov = (coverage > 0.5).to(rgb.dtype)
-        count = torch.nn.functional.conv2d(cov, kernel, padding=1)
-        fill = (cov == 0) & (count >= min_neighbours)
-        if not fill.any():
-            break
-        total = count.clamp(min=1)
-        mean_rgb = torch.nn.functional.conv2d((rgb * cov).reshape(-1, 1, *rgb.shape[-2:]), kernel,
-                                              padding=1).reshape(rgb.shape) / total
-        mean_depth = torch.nn.functional.conv2d(depth * cov, kernel, padding=1) / total
-        rgb = torch.where(fill, mean_rgb, rgb)
-        depth = torch.where(fill, mean_depth, depth)
-        coverage = torch.where(fill, torch.ones_like(coverage), coverage)
-    return rgb, coverage, depth
-
-
 class _Candidates(NamedTuple):
     """Every (pixel, point) pair a splat reaches in one view, flat."""
     pix: torch.Tensor        # (C,) int64 pixel index y * W + x
@@ -131,82 +108,6 @@ class _Front(NamedTuple):
 
 
 CORNERS = torch.tensor([[0, 0], [1, 0], [0, 1], [1, 1]])     # the 2x2 pixels around a sub-pixel point
-
-
-@functools.lru_cache(maxsize=None)
-def _ring(k: int) -> torch.Tensor:
-    """(R, 2) the pixel offsets at Chebyshev distance ``k`` (cached: read only)."""
-    return torch.tensor([(dx, dy) for dx in range(-k, k + 1) for dy in range(-k, k + 1)
-                         if max(abs(dx), abs(dy)) == k]).reshape(-1, 2)
-
-
-# -- checking the arguments -------------------------------------------------------------------
-
-def _tensor(value, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
-    try:
-        t = torch.as_tensor(value.copy() if hasattr(value, "flags") and not value.flags.writeable else value)
-    except (TypeError, ValueError, RuntimeError) as err:
-        raise ValueError(f"{name}: not an array ({err})") from None
-    if shape is not None and tuple(t.shape) != shape:
-        raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
-    if t.dtype == torch.bool or t.is_complex():
-        raise ValueError(f"{name}: expected real numbers, got {t.dtype}")
-    if t.is_floating_point() and not torch.isfinite(t).all():
-        raise ValueError(f"{name}: NaN or inf")
-    return t
-
-
-def check_camera(K, world_to_camera) -> tuple[torch.Tensor, torch.Tensor]:
-    """(K, world_to_camera) as float64 tensors, or ValueError naming the bad one."""
-    K = _tensor(K, "K", (3, 3)).double()
-    if not (K[0, 0] > 0 and K[1, 1] > 0):
-        raise ValueError(f"K: focal lengths fx, fy must be > 0, got {K[0, 0].item():g}, {K[1, 1].item():g}")
-    if not torch.equal(K[2], K.new_tensor([0.0, 0.0, 1.0])):
-        raise ValueError(f"K: last row must be (0, 0, 1), got {K[2].tolist()}")
-    return K, check_view(world_to_camera)
-
-
-def check_view(world_to_camera) -> torch.Tensor:
-    """world_to_camera as a float64 tensor, or ValueError naming it."""
-    m = _tensor(world_to_camera, "world_to_camera", (4, 4)).double()
-    R = m[:3, :3]
-    if ((m[3] - m.new_tensor([0.0, 0.0, 0.0, 1.0])).abs().max() > 1e-6
-            or (R @ R.T - torch.eye(3, dtype=m.dtype)).abs().max() > 1e-3 or torch.det(R) <= 0):
-        raise ValueError("world_to_camera: not a rigid view matrix (rotation orthonormal with "
-                         "det > 0, last row 0 0 0 1)")
-    return m
-
-
-def _check_frame(rgb, depth) -> tuple[torch.Tensor, torch.Tensor]:
-    """rgb -> (H, W, 3) uint8, depth -> (H, W) float32; ValueError naming the bad argument."""
-    depth = _tensor(depth, "depth")
-    if depth.ndim != 2 or depth.shape[0] < 1 or depth.shape[1] < 1:
-        raise ValueError(f"depth: expected shape (H, W), got {tuple(depth.shape)}")
-    if not depth.is_floating_point():
-        depth = depth.float()
-    if (depth < 0).any():
-        raise ValueError("depth: negative values (0 marks background)")
-    H, W = depth.shape
-    rgb = _tensor(rgb, "rgb")
-    if tuple(rgb.shape) == (H, W, 3):
-        pass
-    elif tuple(rgb.shape) == (3, H, W):
-        rgb = rgb.permute(1, 2, 0)
-    else:
-        raise ValueError(f"rgb: expected (H, W, 3) or (3, H, W) with depth's (H, W) = ({H}, {W}), "
-                         f"got {tuple(rgb.shape)}")
-    if rgb.dtype != torch.uint8:
-        if not rgb.is_floating_point():
-            raise ValueError(f"rgb: expected uint8 or floats in [0, 1], got {rgb.dtype}")
-        rgb = (rgb.float().clamp(0, 1) * 255).round().to(torch.uint8)
-    return rgb.contiguous(), depth.float().contiguous()
-
-
-def _size(H: int, W: int) -> tuple[int, int]:
-    for name, v in (("H", H), ("W", W)):
-        if isinstance(v, bool) or int(v) != v or v < 1:
-            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
-    return int(H), int(W)
 
 
 # -- the memory -------------------------------------------------------------------------------
@@ -295,7 +196,7 @@ class SceneMemory:
         px, py = u.index_select(0, large).floor().long(), v.index_select(0, large).floor().long()
         for k in range(int(reach_large.max().ceil().item()) + 1 if len(large) else 0):
             sel = (reach_large > k - 0.5).nonzero().squeeze(1)
-            o = _ring(k)                                                     # (R, 2)
+            o = pixel_ring(k)                                                # (R, 2)
             take(large.index_select(0, sel), px.index_select(0, sel)[:, None] + o[:, 0],
                  py.index_select(0, sel)[:, None] + o[:, 1], k == 0)
         pix, at, ex, ey, covers = (torch.cat(x) for x in found)
@@ -329,7 +230,7 @@ class SceneMemory:
         z-buffer winner's; its colour, the front surface's points tent-weighted: at the view that
         inserted them, the pixel's own point alone."""
         K, w2c = check_camera(K, world_to_camera)
-        H, W = _size(H, W)
+        H, W = check_size(H, W)
         n = H * W
         rgb, depth, coverage = torch.zeros(n, 3), torch.zeros(n), torch.zeros(n)
         cand = self._candidates(K, w2c, H, W, blend=True) if len(self) else None
@@ -361,7 +262,7 @@ class SceneMemory:
         (H, W) bool: the pixels whose view may remove points (default: all if the config's
         ``see_through``, else none). Returns how many points were added (module docstring: what is
         not added again, what is removed)."""
-        rgb, depth = _check_frame(rgb, depth)
+        rgb, depth = check_frame(rgb, depth)
         K, w2c = check_camera(K, world_to_camera)
         time = float(torch.as_tensor(time, dtype=torch.float64))
         if not torch.isfinite(torch.tensor(time)):
@@ -371,7 +272,7 @@ class SceneMemory:
         d, colours = depth.reshape(-1), rgb.reshape(-1, 3)
         new = d > c.near
         trusted = torch.zeros(H * W, dtype=torch.bool)    # added without a second view
-        slope = _slope(depth)
+        slope = depth_slope(depth)
         last = self._last
         if last[0][2:] == (H, W, self._version) and torch.equal(last[0][0], K) and torch.equal(last[0][1], w2c):
             cand, front = last[1], last[-1]         # rendered here just now (play renders, then inserts)
@@ -422,16 +323,16 @@ class SceneMemory:
             grid[::c.stride, ::c.stride] = True
             new &= grid.reshape(-1)
         n = len(self)
-        surface = _surface(depth, K)
+        surface = depth_surface(depth, K)
         added = self._add(colours, surface, new, trusted, w2c, time) if new.any() else 0
         self._previous = (surface, K, w2c)
         self._evict(w2c, time, torch.ones(n + added, dtype=torch.bool).index_fill_(0, gone, False))
         return added
 
     def _add(self, colours, surface, new, trusted, w2c, time) -> int:
-        """Lift the ``new`` pixels (flat mask over H * W) of ``surface`` (``_surface``) to world
-        points with their steps; with ``confirm``, only those ``trusted`` or the previous frame
-        saw in the same place. Returns how many were added."""
+        """Lift the ``new`` pixels (flat mask over H * W) of ``surface`` (``depth_surface``) to
+        world points with their steps; with ``confirm``, only those ``trusted`` or the previous
+        frame saw in the same place. Returns how many were added."""
         cam, right, down = (x.reshape(3, -1) for x in surface)
         i = new.nonzero().squeeze(1)
         R, t = w2c[:3, :3], w2c[:3, 3:]
@@ -491,50 +392,3 @@ class SceneMemory:
             self.xyz, self.tangents = self.xyz.index_select(1, i), self.tangents.index_select(0, i)
             self.rgb, self.time = self.rgb.index_select(0, i), self.time.index_select(0, i)
         return n - len(self)
-
-
-def _slope(depth: torch.Tensor) -> torch.Tensor:
-    """(H, W) depth change to the next pixel along the surface: per axis the smaller of the two
-    neighbours' differences (a one-sided edge does not count), the larger axis."""
-    p = torch.nn.functional.pad(depth[None, None], (1, 1, 1, 1), mode="replicate")[0, 0]
-    dx = torch.minimum((p[1:-1, 2:] - depth).abs(), (p[1:-1, :-2] - depth).abs())
-    dy = torch.minimum((p[2:, 1:-1] - depth).abs(), (p[:-2, 1:-1] - depth).abs())
-    return torch.maximum(dx, dy)
-
-
-@functools.lru_cache(maxsize=8)
-def _pixel_centres(H: int, W: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(v, u) (H, W) float64 pixel-centre coordinates (cached per size: read only)."""
-    return torch.meshgrid(torch.arange(H, dtype=torch.float64) + 0.5,
-                          torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij")
-
-
-def _surface(depth: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Camera-space points (3, H, W) of a depth map and the steps to their right and lower
-    neighbours on the same surface (``_step``), float64."""
-    v, u = _pixel_centres(*depth.shape)
-    d = depth.double()
-    cam = torch.stack([(u - K[0, 2]) / K[0, 0] * d, -(v - K[1, 2]) / K[1, 1] * d, -d])
-    pixel = d / (K[0, 0] * K[1, 1]).sqrt()                               # metres a pixel spans, facing
-    return cam, _step(cam, pixel, axis=2, fallback=(1.0, 0.0)), _step(cam, pixel, axis=1, fallback=(0.0, -1.0))
-
-
-def _step(cam: torch.Tensor, pixel: torch.Tensor, axis: int, fallback: tuple[float, float]) -> torch.Tensor:
-    """(3, H, W) camera-space step from each pixel's point to its neighbour's along ``axis`` of
-    ``cam`` (3, H, W) (2: right, 1: down): of the two sides the shorter (an edge on one side does
-    not count); where even that is longer than 8 facing pixels (both sides off the surface, or
-    the sky) the step of a surface facing the camera, ``pixel`` (H, W) long in the ``fallback``
-    (x, y) direction."""
-    fwd = cam.roll(-1, axis) - cam
-    back = cam - cam.roll(1, axis)
-    n = cam.shape[axis]
-    ends = [slice(None)] * 3
-    ends[axis] = n - 1
-    fwd[tuple(ends)] = float("inf")                                      # no neighbour past the edge
-    ends[axis] = 0
-    back[tuple(ends)] = float("inf")
-    fl, bl = (fwd ** 2).sum(0), (back ** 2).sum(0)
-    step = torch.where(fl <= bl, fwd, back)
-    facing = torch.stack([fallback[0] * pixel, fallback[1] * pixel, torch.zeros_like(pixel)])
-    bad = ~(torch.minimum(fl, bl) <= (8 * pixel) ** 2)
-    return torch.where(bad, facing, step)

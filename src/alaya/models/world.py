@@ -98,7 +98,7 @@ class WorldModelConfig:
                                          # (a backdrop that turns with the view), else the sky is not stored
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest
                                          # context frame, or "inpaint": the memory pulled into its holes
-    memory_fill_pinholes: int = 2        # passes of scene_memory.fill_pinholes over each memory render (0: off)
+    memory_fill_pinholes: int = 2        # passes of memory_geometry.fill_pinholes over each memory render (0: off)
     memory_replace_below: float = 0.5    # where the memory covered the view, a generated frame goes in (and
                                          # may remove what it sees past) only where its gate is below this
                                          # (the model replaced the memory there); 0: only into the holes

@@ -45,7 +45,7 @@ from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
 from alaya.models.memory_conditioning import (as_context, decode_depth, frame_as_memory, frame_image, generated_insert,
                                               kinematic_view, memory_latent, same_view, session_memory, to_image,
                                               to_latent)
-from alaya.models.scene_memory import fill_pinholes
+from alaya.models.memory_geometry import fill_pinholes
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
 from alaya.models.world import WorldModel

@@ -1,4 +1,4 @@
-"""Training and measuring ``alaya.models.camera_motion.CameraMotion`` (``alaya train motion``).
+"""Training ``alaya.models.camera_motion.CameraMotion`` (``alaya train motion``).
 
 Two ways to learn the camera's motion per action, chosen per dataset (``mode="auto"``: poses
 when every episode has ``world_to_camera``, else frames):
@@ -18,9 +18,9 @@ when every episode has ``world_to_camera``, else frames):
   States come from the model's own rollout from a level camera. Where the data has no ``K`` the
   focal length is learned too.
 
-``evaluate_motion`` plays each held-out episode's rows from its first recorded pose and
-measures every frame's rotation (degrees) and translation (m) against the recorded deltas, for
-the model and for ``camera_motion.constant_motion`` (the fixed constants).
+The episodes and what their poses say are ``alaya.train.camera_motion_data``; the measurement
+(``evaluate_motion``, which ``train_motion`` runs on the test split) is
+``alaya.train.camera_motion_eval``.
 """
 
 from __future__ import annotations
@@ -31,17 +31,17 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
 from alaya.data.episodes import EpisodeDataset
 from alaya.io import atomic_write_text
-from alaya.models.camera_motion import (JUMP, NAV, PITCH, CameraMotion, CameraMotionConfig, MotionState, camera_centre,
-                                        constant_motion, gl_to_cv, matrix_to_axis_angle, matrix_to_twist, pitch_of,
-                                        relative_motion, twist_to_matrix, up_in_camera)
+from alaya.models.camera_motion import CameraMotion, CameraMotionConfig, gl_to_cv, twist_to_matrix, up_in_camera
 from alaya.models.view_warp import warp_depth
+from alaya.train.camera_motion_data import (MotionEpisodes, idle_frames_hold_still, pitch_needs_input,
+                                            rollout_states)
+from alaya.train.camera_motion_eval import evaluate_motion
 from alaya.train.loop import TrainConfig
 
 MODES = ("auto", "poses", "frames")
@@ -62,67 +62,6 @@ class MotionTrainConfig:
     source_min: bool = False           # frames: Monodepth2's per-pixel minimum over the sources (reprojection_loss)
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/camera_motion", steps=1500,
                                                                     batch_size=32, lr=3e-3))
-
-
-class MotionEpisodes:
-    """One split in memory, padded to the longest episode: ``actions`` (N, T, 8), ``length`` (N,),
-    ``rgb`` (N, S, T, 3, H, W) float in [0, 1] (frames mode), ``poses`` (N, T, 4, 4) or None,
-    ``K`` (3, 3) or None."""
-
-    def __init__(self, root: str, split: str | None, frames: bool) -> None:
-        ds = EpisodeDataset(root)
-        eps = [ds.load(i) for i in ds.ids(split)]
-        if not eps:
-            raise ValueError(f"{root}: no episodes in split {split!r}")
-        self.ids = ds.ids(split)
-        self.length = torch.tensor([len(e["actions"]) for e in eps])
-        T = int(self.length.max())
-        pad = lambda a, v: np.concatenate([a, np.repeat(a[-1:] * v, T - len(a), 0)]) if len(a) < T else a  # noqa: E731
-        self.actions = torch.from_numpy(np.stack([pad(e["actions"], 0) for e in eps]))
-        has_poses = all("world_to_camera" in e for e in eps)
-        self.poses = torch.from_numpy(np.stack([pad(e["world_to_camera"], 1) for e in eps])) if has_poses else None
-        self.heights = recorded_heights(self.poses) if has_poses else None     # (N, T), for poses_loss
-        self.K = torch.from_numpy(eps[0]["K"]) if "K" in eps[0] else None
-        self.rgb = None
-        if frames:
-            S = min(e["rgb"].shape[0] for e in eps)
-            rgb = np.stack([np.stack([pad(e["rgb"][s], 1) for s in range(S)]) for e in eps])   # (N, S, T, H, W, 3)
-            self.rgb = torch.from_numpy(rgb).permute(0, 1, 2, 5, 3, 4)                         # uint8, kept small
-        self.size = tuple(eps[0]["rgb"].shape[2:4])
-
-    def targets(self) -> torch.Tensor | None:
-        """(N, T, 6) recorded twists (row t: frame t-1 -> t), or None."""
-        if self.poses is None:
-            return None
-        return torch.stack([matrix_to_twist(relative_motion(p)) for p in self.poses]).float()
-
-    def start_state(self, model: CameraMotion, from_poses: bool) -> MotionState:
-        if from_poses and self.poses is not None:
-            return MotionState(up=up_in_camera(self.poses[:, 0]).float(), prev=torch.zeros(len(self.actions), 6),
-                               height=torch.zeros(len(self.actions)))
-        return model.initial_state(batch=len(self.actions))
-
-
-@torch.no_grad()
-def rollout_states(model: CameraMotion, data: MotionEpisodes,
-                   from_poses: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The states before each row, playing every episode's rows from its start: up (N, T + 1, 3),
-    prev (N, T + 1, 6), height (N, T + 1); index t is the state row t is played from (index T:
-    after the last)."""
-    state = data.start_state(model, from_poses)
-    ups, prevs, heights = [state.up, state.up], [state.prev, state.prev], [state.height, state.height]
-    for t in range(1, data.actions.shape[1]):                          # row 0 is not played
-        _, state = model.step(data.actions[:, t], state)
-        ups.append(state.up)
-        prevs.append(state.prev)
-        heights.append(state.height)
-    return torch.stack(ups, 1), torch.stack(prevs, 1), torch.stack(heights, 1)
-
-
-def recorded_heights(poses: torch.Tensor) -> torch.Tensor:
-    """(N, T) each recorded camera's height above the episode's first, along world z."""
-    z = camera_centre(poses)[..., 2]
-    return (z - z[:, :1]).float()
 
 
 # --- the photometric loss (Monodepth2) ---------------------------------------------------------
@@ -239,43 +178,6 @@ def _resolve_mode(cfg: MotionTrainConfig, data: MotionEpisodes) -> str:
     return cfg.mode if cfg.mode != "auto" else ("poses" if data.poses is not None else "frames")
 
 
-def idle_frames_hold_still(data: MotionEpisodes, degrees: float = 0.05, metres: float = 1e-3) -> bool:
-    """Whether every recorded frame whose row has no navigation (forward, strafe, turn, pitch)
-    turns less than ``degrees`` and moves less than ``metres`` along the floor (world up is z),
-    nor up or down unless it jumps or was already rising or falling, and there is at least one
-    such frame: the game holds a camera still without input."""
-    T = data.actions.shape[1]
-    idle = (data.actions[..., :NAV] == 0).all(-1) & (torch.arange(T) < data.length[:, None])
-    idle[:, 0] = False                                                   # row 0 is not played
-    if not idle.any():
-        return False
-    poses = data.poses.double()
-    turn = torch.stack([matrix_to_axis_angle(relative_motion(p)[:, :3, :3]).norm(dim=-1) for p in poses])
-    centres = camera_centre(poses)
-    walk, rise = torch.zeros(idle.shape, dtype=torch.float64), torch.zeros(idle.shape, dtype=torch.float64)
-    walk[:, 1:] = (centres[:, 1:, :2] - centres[:, :-1, :2]).norm(dim=-1)
-    rise[:, 1:] = (centres[:, 1:, 2] - centres[:, :-1, 2]).abs()
-    grounded = idle & (data.actions[..., JUMP] == 0)
-    grounded[:, 1:] &= rise[:, :-1] < metres / 10                         # not in a flight already
-    grounded[:, 0] = False
-    return bool(torch.rad2deg(turn[idle]).max() < degrees and walk[idle].max() < metres
-                and (not grounded.any() or rise[grounded].max() < metres))
-
-
-def pitch_needs_input(data: MotionEpisodes, degrees: float = 0.01) -> bool:
-    """Whether no recorded frame whose row has no pitch input changes the camera's pitch by
-    ``degrees`` or more, and there is such a frame."""
-    T = data.actions.shape[1]
-    free = (data.actions[..., PITCH] == 0) & (torch.arange(T) < data.length[:, None])
-    free[:, 0] = False
-    if not free.any():
-        return False
-    pitch = torch.rad2deg(pitch_of(up_in_camera(data.poses.double())))
-    change = torch.zeros(free.shape, dtype=torch.float64)
-    change[:, 1:] = (pitch[:, 1:] - pitch[:, :-1]).abs()
-    return bool(change[free].max() < degrees)
-
-
 def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
     """Train on ``cfg.data``'s train split; save to ``cfg.out`` (with the test split's errors
     when it has poses) and write ``config.json`` / ``metrics.jsonl`` in the run folder."""
@@ -352,118 +254,3 @@ def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
                                             "rest_weight": cfg.rest_weight},
                           metrics=metrics)
     return model
-
-
-# --- measurement ------------------------------------------------------------------------------
-
-def _errors(pred: torch.Tensor, true: torch.Tensor, mask: torch.Tensor) -> dict:
-    """Per-frame rotation (degrees) and translation (m) errors of (N, T, 4, 4) deltas over ``mask``."""
-    rel = pred[..., :3, :3].transpose(-1, -2) @ true[..., :3, :3]
-    rot = torch.rad2deg(matrix_to_axis_angle(rel).norm(dim=-1))[mask]
-    trans = (pred[..., :3, 3] - true[..., :3, 3]).norm(dim=-1)[mask]
-    return {"rotation_deg_mean": float(rot.mean()), "rotation_deg_median": float(rot.median()),
-            "translation_m_mean": float(trans.mean()), "translation_m_median": float(trans.median())}
-
-
-def _centres(deltas: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-    """(N, T, 3) camera centres of (N, T, 4, 4) deltas chained from the poses ``start`` (N, 4, 4)
-    (delta 0 is not played)."""
-    P, out = start.float(), []
-    for t in range(deltas.shape[1]):
-        if t > 0:
-            P = deltas[:, t] @ P
-        out.append(camera_centre(P))
-    return torch.stack(out, 1)
-
-
-def _drift(pred: torch.Tensor, true: torch.Tensor, poses: torch.Tensor, length: torch.Tensor) -> dict:
-    """Where the chained motion puts the camera at each episode's last frame against the recorded
-    camera (m): the distance, and the height error alone (mean over episodes)."""
-    a, b = _centres(pred, poses[:, 0]), _centres(true, poses[:, 0])
-    last = (length - 1).clamp(min=0)
-    i = torch.arange(len(last))
-    err = a[i, last] - b[i, last]
-    return {"end_position_m_mean": float(err.norm(dim=-1).mean()), "end_height_m_mean": float(err[:, 2].abs().mean())}
-
-
-def _translation_scale(model: CameraMotion, data: MotionEpisodes) -> float:
-    """Least-squares scale of the model's translations onto the recorded ones (frames mode learns
-    translation up to scale)."""
-    pred, mask = _play(model, data)
-    true = torch.stack([relative_motion(p) for p in data.poses]).float()
-    a, b = pred[..., :3, 3][mask], true[..., :3, 3][mask]
-    return float((a * b).sum() / (a * a).sum().clamp_min(1e-12))
-
-
-def _play(model: CameraMotion, data: MotionEpisodes) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N, T, 4, 4) deltas of each episode's rows played freely from its first recorded pose, and
-    the mask (N, T) of real frames t >= 1."""
-    ups, prevs, heights = rollout_states(model, data, from_poses=True)
-    N, T = data.actions.shape[:2]
-    tw = model.twist(data.actions.reshape(-1, 8), ups[:, :T].reshape(-1, 3), prevs[:, :T].reshape(-1, 6),
-                     heights[:, :T].reshape(-1))
-    pred = twist_to_matrix(tw.reshape(N, T, 6))
-    mask = torch.arange(T)[None] < data.length[:, None]
-    mask[:, 0] = False
-    return pred, mask
-
-
-def _rest_drift(model: CameraMotion, start: torch.Tensor, frames: int = 300) -> float:
-    """How far the camera moves (m, mean over the starts) in ``frames`` frames without an action."""
-    state = model.initial_state(world_to_camera=start.float())
-    deltas = [torch.eye(4).expand(len(start), 4, 4)]
-    for _ in range(frames - 1):
-        d, state = model.step(torch.zeros(len(start), 8), state)
-        deltas.append(d)
-    c = _centres(torch.stack(deltas, 1), start)
-    return float((c[:, -1] - c[:, 0]).norm(dim=-1).mean())
-
-
-def _settle_drift(model: CameraMotion, start: torch.Tensor, walk: int = 30, rest: int = 100) -> float:
-    """How far the camera moves (m, mean over the starts) in ``rest`` frames without an action
-    after ``walk`` frames forward: a player who stops stands still in the game."""
-    state = model.initial_state(world_to_camera=start.float())
-    forward = torch.zeros(len(start), 8)
-    forward[:, 0] = 1.0
-    deltas = []
-    for i in range(walk + rest):
-        d, state = model.step(forward if i < walk else torch.zeros_like(forward), state)
-        deltas.append(d)
-    c = _centres(torch.stack(deltas, 1), start)
-    return float((c[:, -1] - c[:, walk - 1]).norm(dim=-1).mean())
-
-
-@torch.no_grad()
-def evaluate_motion(model: CameraMotion, root: str, split: str = "test", scale_from: str | None = None) -> dict:
-    """Rotation and translation errors per frame on ``split`` (free rollouts from each episode's
-    first pose) for the model and the fixed constants; ``navigating`` counts only frames whose
-    row has a navigation value; with ``scale_from`` (a dataset with poses), the model's
-    translations are also scaled by the least-squares factor fitted on its train split."""
-    data = MotionEpisodes(root, split, frames=False)
-    if data.poses is None:
-        raise ValueError(f"{root}: evaluate_motion needs recorded poses (key 'world_to_camera')")
-    true = torch.stack([relative_motion(p) for p in data.poses]).float()
-    pred, mask = _play(model, data)
-    ups = up_in_camera(data.poses).float()
-    const = torch.zeros_like(true)
-    const[:, 1:] = constant_motion(data.actions[:, 1:].reshape(-1, 8), ups[:, :-1].reshape(-1, 3)).reshape(
-        len(true), -1, 4, 4)
-    nav = mask & (data.actions[..., :4].abs().sum(-1) > 0)
-    out = {"split": split, "episodes": len(data.ids), "frames": int(mask.sum()),
-           "model": _errors(pred, true, mask), "model_navigating": _errors(pred, true, nav),
-           "constants": _errors(const, true, mask), "constants_navigating": _errors(const, true, nav),
-           "no_motion": _errors(torch.eye(4).expand_as(true), true, mask),
-           "model_drift": _drift(pred, true, data.poses, data.length),
-           "constants_drift": _drift(const, true, data.poses, data.length),
-           "rest_drift_m": _rest_drift(model, data.poses[:, 0]),
-           "settle_drift_m": _settle_drift(model, data.poses[:, 0]),
-           "fov_y_degrees": float(2 * torch.rad2deg(torch.atan(0.5 / model.log_focal.exp()))),
-           "true_fov_y_degrees": (float(2 * math.degrees(math.atan(0.5 * data.size[0] / float(data.K[1, 1]))))
-                                  if data.K is not None else None)}
-    if scale_from is not None:
-        scale = _translation_scale(model, MotionEpisodes(scale_from, "train", frames=False))
-        scaled = pred.clone()
-        scaled[..., :3, 3] *= scale
-        out["translation_scale"] = scale
-        out["model_scaled"] = _errors(scaled, true, mask)
-    return out

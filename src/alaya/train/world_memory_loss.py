@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
 from alaya.models.memory_conditioning import (as_context, frame_as_memory, frame_image, gate_target, memory_latent,
                                               to_latent)
-from alaya.models.scene_memory import fill_pinholes
+from alaya.models.memory_geometry import fill_pinholes
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
 from alaya.train.world_memory import MemoryEpisodes

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from alaya.models.memory_conditioning import as_context, generated_insert, memory_latent, session_memory, to_image
-from alaya.models.scene_memory import SceneMemory, fill_pinholes
+from alaya.models.memory_geometry import fill_pinholes
+from alaya.models.scene_memory import SceneMemory
 from alaya.models.student import push_context
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
 from alaya.train.world_memory import MemoryEpisodes
