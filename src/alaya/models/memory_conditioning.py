@@ -24,10 +24,13 @@ camera-motion model (``alaya.models.camera_motion``) replaces the fixed kinemati
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 
 from alaya.models.camera_motion import camera_centre
+from alaya.models.memory_geometry import depth_surface
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 from alaya.models.view_warp import camera_rotation
 
@@ -208,9 +211,42 @@ def clean_depth(depth: torch.Tensor, window: int, tolerance: float, where: torch
     return out.reshape(H, W)
 
 
+class ObservedFrame(NamedTuple):
+    """A frame whose depth was observed, not generated (a session's start frame): ``K`` (3, 3),
+    ``view`` world_to_camera (4, 4), ``depth`` (H, W) metres, 0 on the sky."""
+    K: torch.Tensor
+    view: torch.Tensor
+    depth: torch.Tensor
+
+
+def in_observed_free_space(depth: torch.Tensor, K: torch.Tensor, view: torch.Tensor, observed: ObservedFrame,
+                           sky_depth: float, relative: float = 0.05, metres: float = 0.1) -> torch.Tensor:
+    """(H, W) bool: where the points of a depth map (H, W) seen by camera ``view`` with ``K`` lie in
+    space the ``observed`` frame saw through: inside its view, in front of the surface it measured
+    on that ray by more than ``relative`` of that depth plus ``metres``. Its sky counts as seen
+    through up to ``sky_depth`` (the memory's backdrop; 0: without end). Such a point contradicts
+    an observation; a generated frame's depth guessed too near puts its content there, where it
+    then hides what the observed frame showed."""
+    H, W = depth.shape
+    cam = depth_surface(depth, K)[0].reshape(3, -1)
+    world = torch.linalg.inv(view.double()) @ torch.cat([cam, torch.ones(1, cam.shape[1], dtype=cam.dtype)])
+    key = (observed.view.double() @ world)[:3]
+    d = -key[2]
+    kK = observed.K.double()
+    u = kK[0, 0] * key[0] / d.clamp(min=1e-6) + kK[0, 2]
+    v = kK[1, 2] - kK[1, 1] * key[1] / d.clamp(min=1e-6)
+    kH, kW = observed.depth.shape
+    inside = (depth.flatten() > 0) & (d > 0.05) & (u >= 0) & (u < kW) & (v >= 0) & (v < kH)
+    seen = observed.depth.double()[v.clamp(0, kH - 1).long(), u.clamp(0, kW - 1).long()]
+    far = torch.full_like(seen, sky_depth if sky_depth > 0 else float("inf"))
+    surface = torch.where(seen > 0, seen, far)
+    return (inside & (d < surface * (1 - relative) - metres)).reshape(H, W)
+
+
 def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, covered: torch.Tensor | None,
                      floor_clamp: bool, sky_depth: float, replace_below: float, depth_median: int = 0,
-                     depth_outlier: float = 0.1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                     depth_outlier: float = 0.1, observed: ObservedFrame | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """What of a generated frame goes into the scene memory, as play inserts it: ``image`` (5, H, W)
     in [0, 1] (``to_image`` of the shown latent: rgb, disparity, the gate ``composite`` used) seen
     by camera ``view`` (4, 4) with ``K``; ``covered`` (H, W): where the memory covered the view
@@ -224,7 +260,8 @@ def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, c
     * where it covered: only where the gate is below ``replace_below`` (the model replaced what
       the memory showed: a body that moved, a coarse or wrong surface), and only there may the
       frame remove the points it sees past. Where the gate kept the memory, nothing: the memory
-      has it. ``replace_below`` 0: holes only."""
+      has it. ``replace_below`` 0: holes only;
+    * with an ``observed`` frame: nothing where it saw through (``in_observed_free_space``)."""
     H, W = image.shape[-2:]
     rgb = (image[:3].clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0)
     depth = decode_depth(image[3].clamp(0, 1))
@@ -237,6 +274,8 @@ def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, c
     depth = clean_depth(depth, depth_median, depth_outlier, where=goes_in)
     if sky_depth > 0:
         depth = torch.where(sky, torch.full_like(depth, sky_depth), depth)
+    if observed is not None:
+        depth = torch.where(in_observed_free_space(depth, K, view, observed, sky_depth), torch.zeros_like(depth), depth)
     return rgb, depth, replaced
 
 

@@ -23,6 +23,10 @@ so walking into a wall stops at it, as the game's collision does. A camera that 
 re-render of it: the splats' resampling and that frame's not-yet-inserted parts would otherwise
 make a still view settle over frames. It stays that frame while the camera stands: were it each
 newest frame, the model's small change per frame would add up, as in a model without memory.
+The start frame is an observation (``ObservedFrame``): a generated frame puts nothing into the
+memory where the start frame saw through to a farther surface or the sky
+(``in_observed_free_space``), so content generated far out, with a depth guessed too near,
+cannot hide the start's view on the way back.
 The start frame goes in with the depth given to ``reset`` (a recorded frame's: the start frames'
 ``.depth.npy``) or else the depth the model predicts for it. The memory is bounded
 (``memory_max_points``), so state stays bounded too.
@@ -42,9 +46,9 @@ from alaya.data.actions import ACTION_DIM, ActionError, check_actions
 from alaya.diffusion.flow import time_grid
 from alaya.models.camera_constraints import stop_at_surfaces
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
-from alaya.models.memory_conditioning import (as_context, decode_depth, frame_as_memory, frame_image, generated_insert,
-                                              kinematic_view, memory_latent, same_view, session_memory, to_image,
-                                              to_latent)
+from alaya.models.memory_conditioning import (ObservedFrame, as_context, decode_depth, frame_as_memory, frame_image,
+                                              generated_insert, kinematic_view, memory_latent, same_view,
+                                              session_memory, to_image, to_latent)
 from alaya.models.memory_geometry import fill_pinholes
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
@@ -185,9 +189,10 @@ class WorldSession:
             self.context = self.context.clone()
             self.context[:, 0] = z
             self.anchor = z
-        self._view, self._covered = self.camera_view(), None
+        self._view, self._covered, self._observed = self.camera_view(), None, None
         self._insert(z)
         self._still_frame, self._still_view = self._shown, self._view
+        self._observed = ObservedFrame(self.K, self._view, self._depth)     # what later frames may not fill
 
     def _insert(self, z: torch.Tensor) -> None:
         """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth."""
@@ -197,7 +202,7 @@ class WorldSession:
         self._shown = image[None, :3].clamp(0, 1), self._depth[None, None]   # a still camera's memory (step_latent)
         rgb, depth, replaced = generated_insert(image, self.K, self._view, self._covered,
                                                 c.memory_floor_clamp, c.memory_sky_depth, c.memory_replace_below,
-                                                c.memory_depth_median, c.memory_depth_outlier)
+                                                c.memory_depth_median, c.memory_depth_outlier, self._observed)
         self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index, see_through=replaced)
 
     @torch.no_grad()
