@@ -116,13 +116,15 @@ def test_render_session_frames_are_unchanged(student, backend):
 
 
 def test_world_session_frames_are_unchanged():
-    from alaya.models.world import WorldModel
-    from alaya.runtime.world_session import WorldSession, load_start_frames
-    model = WorldModel.from_pretrained(f"{WEIGHTS}/world_model")
-    start = load_start_frames(f"{WEIGHTS}/world_model", size=64)[0]
-    session = WorldSession(model, prompt="a golden sunset", seed=5, size=64, backend="torch")
-    session.reset(start)
-    actions = [np.array([1, 0, 0.5, 0.2, 0, 0, 0, 0], np.float32), np.array([0.5, 0.3, -0.4, 0, 0, 0, 0, 0], np.float32)]
+    """The shipped memory model at its play size: a walk, a strafe and a stand from a start frame
+    with its recorded depth (the camera from its learned camera_motion/)."""
+    from alaya.runtime.world_session import WorldSessionFactory, load_start_depths, load_start_frames
+    factory = WorldSessionFactory.from_pretrained(f"{WEIGHTS}/world_model", size=128, backend="torch")
+    session = factory.new("a golden sunset", seed=5)
+    session.reset(load_start_frames(f"{WEIGHTS}/world_model", size=128)[0],
+                  depth=load_start_depths(f"{WEIGHTS}/world_model", size=128)[0])
+    actions = [np.array([1, 0, 0.5, 0.2, 0, 0, 0, 0], np.float32), np.array([0.5, 0.3, -0.4, 0, 0, 0, 0, 0], np.float32),
+               np.zeros(8, np.float32)]
     latents = [session.step_latent(a) for a in actions]
     assert_checksums(torch.cat(latents), EXPECTED["world_latents"], rel=1e-4)
 
@@ -136,5 +138,5 @@ EXPECTED = {
     "student_meanflow": (95.60166473966092, 1527.532995940186, 76.26401062715246),
     "session_latents": (-42.708421994931996, 493.18379192147404, -20.739340650481523),
     "session_frame_sums": (242805, 241457, 238765, 238715),
-    "world_latents": (1232.2652125656023, 10891.327530091687, -97.93392668363762),
+    "world_latents": (-22664.917198181152, 97495.24654555321, -394.52167088345766),          # the memory model at 128², recorded 2026-12-04
 }
