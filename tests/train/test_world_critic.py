@@ -77,7 +77,7 @@ def episodes(tmp_path_factory):
     return record_tiny_episodes(tmp_path_factory.mktemp("episodes"), episodes=5)
 
 
-def test_a_run_with_the_critic_trains_resumes_and_saves_the_world_model(episodes, tmp_path):
+def test_a_run_with_the_critic_trains_resumes_and_saves_the_world_model(episodes, tmp_path, monkeypatch):
     from alaya.train.loop import TrainConfig
     from alaya.train.world import WorldTrainConfig, train_world
     run = tmp_path / "run"
@@ -98,3 +98,8 @@ def test_a_run_with_the_critic_trains_resumes_and_saves_the_world_model(episodes
     with pytest.raises(ValueError, match="one_step_t"):
         train_world(WorldTrainConfig(data=str(episodes), model=TINY, error_prob=0.0, adversarial_weight=0.5,
                                      train=TrainConfig(run_dir=str(tmp_path / "r2"), steps=1, progress=False)))
+    monkeypatch.setenv("WORLD_SIZE", "2")                     # under torchrun the critic would not be averaged
+    with pytest.raises(ValueError, match="torchrun"):
+        train_world(WorldTrainConfig(data=str(episodes), model=TINY, error_prob=0.0, adversarial_weight=0.5,
+                                     one_step_t=0.5, train=TrainConfig(run_dir=str(tmp_path / "r3"), steps=1,
+                                                                       progress=False)))

@@ -440,6 +440,9 @@ def _train_memory_world(model: WorldModel, cfg: WorldTrainConfig) -> WorldModel:
         if cfg.one_step_t <= 0:
             raise ValueError("adversarial_weight: the critic judges the 1-step frames of the samples at t = 1; "
                              "set one_step_t (--one-step-t) above 0")
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:     # the critic runs outside the DDP module's forward
+            raise ValueError("adversarial_weight: the world model's critic trains in one process only "
+                             "(under torchrun its gradients would not be averaged); run without torchrun")
         model = WorldWithCritic(model)
 
     def loss_fn(mod, index):

@@ -17,7 +17,8 @@ regression; pix2pix's PatchGAN for the critic, ``alaya.nn.critic``):
 
 The critic trains in the same module as the model (``WorldWithCritic``), so the loop's optimizer,
 EMA and checkpoints carry it and a run resumes exactly; only the world model is saved. One process
-(the critic is called outside the module's forward, which DDP would not synchronize).
+only: the critic is called outside the module's forward, which DDP would not synchronize, so
+training refuses it under torchrun.
 """
 
 from __future__ import annotations

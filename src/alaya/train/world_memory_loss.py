@@ -40,9 +40,9 @@ from alaya.models.memory_conditioning import (as_context, frame_as_memory, frame
                                               to_latent)
 from alaya.models.memory_geometry import fill_pinholes
 from alaya.train.teacher import augment_prompt
+from alaya.train.world_critic import adversarial_losses, critic_of, one_step_frames, world_of
 from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
 from alaya.train.world_memory import MemoryEpisodes
-from alaya.train.world_critic import adversarial_losses, critic_of, one_step_frames, world_of
 from alaya.train.world_memory_rollout import rollout_batch
 
 
