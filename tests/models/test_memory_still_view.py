@@ -60,3 +60,25 @@ def test_a_still_camera_is_shown_the_frame_of_its_last_move_a_moving_one_the_mem
     assert not torch.equal(seen[0], moved)
     assert all(torch.equal(seen[k], moved) for k in (1, 2, 3))   # not each newest frame: no drift adds up
     assert not torch.equal(memory_latent(*frame_as_memory(*session._shown, TINY.memory_sky_depth)), moved)
+
+
+def test_a_factory_plays_at_its_weights_start_frame_size(tmp_path):
+    """Without ``size`` a factory takes the size of the start frames shipped beside the weights
+    (what ``alaya play --world`` and the env do), so the model card's example plays them."""
+    import shutil
+
+    from PIL import Image
+
+    from alaya.runtime.world_session import WorldSessionFactory, load_start_frames
+    folder = tmp_path / "model"
+    WorldModel(TINY).save_pretrained(folder)
+    (folder / "starts").mkdir()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(folder / "starts" / "0.png")
+    factory = WorldSessionFactory.from_pretrained(folder, backend="torch")
+    assert factory.size == 32
+    session = factory.new("a golden sunset")
+    session.reset(load_start_frames(folder)[0])
+    assert session.step(np.zeros(8, np.float32)).shape == (32, 32, 3)
+    shutil.rmtree(folder / "starts")
+    assert WorldSessionFactory.from_pretrained(folder, backend="torch").size == 64   # no start frames: 64
+    assert WorldSessionFactory.from_pretrained(folder, size=48, backend="torch").size == 48

@@ -35,6 +35,7 @@ The start frame goes in with the depth given to ``reset`` (a recorded frame's: t
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -290,7 +291,6 @@ def codecs_for(model: WorldModel, autoencoder=None, decoder=None):
 
 def load_camera_motion(weights) -> CameraMotion | None:
     """The learned camera shipped inside a world model's folder (``<weights>/camera_motion/``), or None."""
-    from pathlib import Path
     folder = Path(weights) / CAMERA_MOTION_DIR
     return CameraMotion.from_pretrained(folder) if (folder / "config.json").exists() else None
 
@@ -313,8 +313,11 @@ class WorldSessionFactory:
     @classmethod
     def from_pretrained(cls, weights=default_weights("world_model"), autoencoder=default_weights("autoencoder"),
                         decoder=default_weights("tiny_decoder"), **kwargs) -> "WorldSessionFactory":
+        """The model of ``weights``; ``size`` defaults to its play size (its start frames', else 64)."""
         model = WorldModel.from_pretrained(weights)
         kwargs.setdefault("camera_motion", load_camera_motion(weights))
+        if "size" not in kwargs and any((Path(weights) / "starts").glob("*.png")):
+            kwargs["size"] = shipped_size(weights)
         if model.config.codec == "patch4":
             return cls(model, **kwargs)
         return cls(model, Autoencoder.from_pretrained(autoencoder), TinyDecoder.from_pretrained(decoder), **kwargs)
@@ -329,8 +332,6 @@ def load_start_depths(folder, size: int | None = None) -> list[np.ndarray | None
     """The recorded depth of each start frame (``load_start_frames``' order): float32 (H, W) metres
     from ``<stem>.depth.npy`` beside ``<stem>.png`` (``write_start_frames`` writes them where the
     episodes have depth), None where there is none (the memory model then predicts it)."""
-    from pathlib import Path
-
     from alaya.data.episodes import read_start_depth
     return [read_start_depth(p, size) for p in sorted((Path(folder) / "starts").glob("*.png"))]
 
@@ -338,8 +339,6 @@ def load_start_depths(folder, size: int | None = None) -> list[np.ndarray | None
 def load_start_frames(folder, size: int | None = None) -> list[np.ndarray]:
     """The start frames shipped beside a world model (``<folder>/starts/*.png``, sorted by name),
     as uint8 (H, W, 3) arrays; ``size`` checks they are size x size."""
-    from pathlib import Path
-
     from PIL import Image
     paths = sorted((Path(folder) / "starts").glob("*.png"))
     if not paths:
@@ -356,8 +355,6 @@ def load_start_frames(folder, size: int | None = None) -> list[np.ndarray]:
 def shipped_size(weights) -> int:
     """The size of the start frames shipped with ``weights`` (``<weights>/starts/*.png``): the
     model's own play size."""
-    from pathlib import Path
-
     from PIL import Image
     paths = sorted((Path(weights) / "starts").glob("*.png"))
     if not paths:
