@@ -117,12 +117,13 @@ def _eval_world_live(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(out))
         return 0
-    print_metrics(out, ("sharpness_min", "sharpness_max", "sharpness_in_band", "orientation_max", "colour_drift",
-                        "still_psnr_min", "still_psnr_mean", "still_psnr_static_min", "still_hf_ratio_max",
-                        "walk_back_return_psnr", "psnr_mean", "fps"), width=30)
+    print_metrics(out, ("sharpness_min", "sharpness_max", "sharpness_in_band", "orientation_max", "structure_max",
+                        "colour_drift", "still_psnr_min", "still_psnr_mean", "still_psnr_static_min",
+                        "still_hf_ratio_max", "walk_back_return_psnr", "psnr_mean", "fps"), width=30)
     for name, s in out["scripts"].items():
         print(f"{name:10s} sharpness per window {' '.join(f'{r:.3f}' for r in s['sharpness_windows'])}, "
-              f"edge orientation distance {' '.join(f'{r:.3f}' for r in s['orientation_windows'])}")
+              f"edge orientation distance {' '.join(f'{r:.3f}' for r in s['orientation_windows'])}, "
+              f"structure distance {' '.join(f'{r:.3f}' for r in s['structure_windows'])}")
     skipped = out["skipped_actions"] or out["skipped_scripts"]
     return _print_tail(f"skipped: actions {out['skipped_actions']}, scripts {out['skipped_scripts']}" if skipped
                        else None, a.report)

@@ -198,7 +198,7 @@ def test_idle_frames_hold_still_is_read_from_the_recorded_poses(tmp_path):
 
 
 def test_a_camera_still_without_navigation_neither_turns_nor_slides_but_falls():
-    from alaya.models.camera_motion import camera_centre
+    from alaya.models.camera_constraints import camera_centre
     torch.manual_seed(1)
     m = CameraMotion(CameraMotionConfig(hidden=16, still_without_navigation=True))
     for p in m.net.parameters():

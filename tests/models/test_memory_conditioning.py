@@ -370,7 +370,7 @@ def test_start_frames_ship_their_recorded_depth(episodes, tmp_path):
 def test_a_memory_model_ships_its_learned_camera(episodes, tmp_path):
     from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
     from alaya.runtime.world_session import WorldSessionFactory
-    from alaya.train.world import ship_camera_motion
+    from alaya.train.world_memory_train import ship_camera_motion
     WorldModel(TINY).save_pretrained(tmp_path / "model")
     assert WorldSessionFactory.from_pretrained(tmp_path / "model", size=32, backend="torch").camera_motion is None
     CameraMotion(CameraMotionConfig(fov_y_degrees=50.0)).save_pretrained(tmp_path / "motion")
@@ -487,7 +487,8 @@ def test_the_learned_camera_walks_up_to_a_wall_and_not_through_it():
 
 def test_stop_at_surfaces_shortens_only_a_walk_into_what_the_view_shows():
     from alaya.models.camera_constraints import stop_at_surfaces
-    from alaya.models.camera_motion import camera_centre, twist_to_matrix
+    from alaya.models.camera_constraints import camera_centre
+    from alaya.models.camera_motion import twist_to_matrix
     from alaya.models.view_warp import pinhole
     K, view = pinhole(32, 60.0), kinematic_view(torch.zeros(1, 3), 0.0, 1.4)
     wall = torch.full((32, 32), 1.0)

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION
-from alaya.models.camera_constraints import camera_centre, hold_pitch, level  # noqa: F401 (camera_centre: re-exported)
+from alaya.models.camera_constraints import hold_pitch, level
 from alaya.models.view_warp import camera_rotation, walk_step
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 

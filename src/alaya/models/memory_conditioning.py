@@ -24,13 +24,14 @@ camera-motion model (``alaya.models.camera_motion``) replaces the fixed kinemati
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from alaya.models.camera_motion import camera_centre
-from alaya.models.memory_geometry import depth_surface
+from alaya.models.camera_constraints import camera_centre
+from alaya.models.memory_geometry import camera_points
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 from alaya.models.view_warp import camera_rotation
 
@@ -228,7 +229,7 @@ def in_observed_free_space(depth: torch.Tensor, K: torch.Tensor, view: torch.Ten
     an observation; a generated frame's depth guessed too near puts its content there, where it
     then hides what the observed frame showed."""
     H, W = depth.shape
-    cam = depth_surface(depth, K)[0].reshape(3, -1)
+    cam = camera_points(depth, K).reshape(3, -1)
     world = torch.linalg.inv(view.double()) @ torch.cat([cam, torch.ones(1, cam.shape[1], dtype=cam.dtype)])
     key = (observed.view.double() @ world)[:3]
     d = -key[2]
@@ -295,8 +296,8 @@ def same_view(a: torch.Tensor, b: torch.Tensor, metres: float = 2e-3, degrees: f
     """Whether two world_to_camera (4, 4) matrices are one view for the memory: camera centres
     within ``metres`` and rotations within ``degrees`` (a sub-pixel move at any size we play)."""
     move = float((camera_centre(a) - camera_centre(b)).norm())
-    cos = float(((a[:3, :3] @ b[:3, :3].T).diagonal().sum() - 1) / 2)
-    return move <= metres and cos >= torch.cos(torch.deg2rad(torch.tensor(degrees))).item()
+    cos = float(((a[:3, :3] @ b[:3, :3].T).trace() - 1) / 2)          # of the angle between the two rotations
+    return move <= metres and cos >= math.cos(math.radians(degrees))
 
 
 def session_memory(config) -> SceneMemory:

@@ -59,13 +59,18 @@ def _pixel_centres(H: int, W: int) -> tuple[torch.Tensor, torch.Tensor]:
                           torch.arange(W, dtype=torch.float64) + 0.5, indexing="ij")
 
 
-def depth_surface(depth: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Camera-space points (3, H, W) of a depth map and the steps to their right and lower
-    neighbours on the same surface (``_step``), float64."""
+def camera_points(depth: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+    """Camera-space points (3, H, W) float64 of a depth map (H, W) metres along the view axis, GL axes."""
     v, u = _pixel_centres(*depth.shape)
     d = depth.double()
-    cam = torch.stack([(u - K[0, 2]) / K[0, 0] * d, -(v - K[1, 2]) / K[1, 1] * d, -d])
-    pixel = d / (K[0, 0] * K[1, 1]).sqrt()                               # metres a pixel spans, facing
+    return torch.stack([(u - K[0, 2]) / K[0, 0] * d, -(v - K[1, 2]) / K[1, 1] * d, -d])
+
+
+def depth_surface(depth: torch.Tensor, K: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Camera-space points (3, H, W) of a depth map (``camera_points``) and the steps to their
+    right and lower neighbours on the same surface (``_step``), float64."""
+    cam = camera_points(depth, K)
+    pixel = depth.double() / (K[0, 0] * K[1, 1]).sqrt()                               # metres a pixel spans, facing
     return cam, _step(cam, pixel, axis=2, fallback=(1.0, 0.0)), _step(cam, pixel, axis=1, fallback=(0.0, -1.0))
 
 

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from alaya.data.episodes import EpisodeDataset
-from alaya.models.camera_motion import (JUMP, NAV, PITCH, CameraMotion, MotionState, camera_centre,
-                                        matrix_to_axis_angle, matrix_to_twist, pitch_of, relative_motion,
-                                        up_in_camera)
+from alaya.models.camera_constraints import camera_centre
+from alaya.models.camera_motion import (JUMP, NAV, PITCH, CameraMotion, MotionState, matrix_to_axis_angle,
+                                        matrix_to_twist, pitch_of, relative_motion, up_in_camera)
 
 
 class MotionEpisodes:

@@ -13,8 +13,9 @@ import math
 
 import torch
 
-from alaya.models.camera_motion import (CameraMotion, camera_centre, constant_motion, matrix_to_axis_angle,
-                                        relative_motion, twist_to_matrix, up_in_camera)
+from alaya.models.camera_constraints import camera_centre
+from alaya.models.camera_motion import (CameraMotion, constant_motion, matrix_to_axis_angle, relative_motion,
+                                        twist_to_matrix, up_in_camera)
 from alaya.train.camera_motion_data import MotionEpisodes, rollout_states
 
 

@@ -32,10 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -43,14 +40,15 @@ import torch
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.data.episodes import EpisodeDataset, write_start_frames
-from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
+from alaya.diffusion.flow import interpolate, velocity_loss_weight
 from alaya.models.student import push_context
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.text import PromptEncoder
 from alaya.train.loop import TrainConfig, Trainer
 from alaya.train.teacher import augment_prompt, latent_channel_weights
-from alaya.train.world_data import (LatentEpisodes, action_rows, anchor_poses, encode_episodes, frame_pitch,
-                                    real_context)
+from alaya.train.world_data import (LatentEpisodes, action_rows, add_context_noise, anchor_poses, encode_episodes,
+                                    frame_pitch, real_context, training_times)
+from alaya.train.world_memory_train import train_memory_world
 
 
 @dataclass
@@ -152,18 +150,6 @@ def stand_still(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Gene
     valid[b] = 1.0
     rows[b] = 0.0
     return x, ctx, valid, rows, np.where(still, n - 1, n)
-
-
-def add_context_noise(ctx: torch.Tensor, valid: torch.Tensor, cfg: WorldTrainConfig,
-                      rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    B = ctx.shape[0]
-    level = rng.uniform(0, cfg.context_noise, B) * (rng.random(B) < cfg.noise_prob)
-    level = torch.from_numpy(level).float()
-    eps = torch.from_numpy(rng.standard_normal(ctx.shape)).float()
-    shared = torch.from_numpy(rng.random(B) < cfg.shared_noise).view(B, 1, 1, 1, 1)
-    eps = torch.where(shared, eps[:, :1].expand_as(eps), eps)     # static noise: one draw for all K frames
-    noisy = ctx + level.view(B, 1, 1, 1, 1) * eps
-    return noisy * valid, level
 
 
 @torch.no_grad()
@@ -286,15 +272,6 @@ class ErrorBank:
         return out
 
 
-def training_times(B: int, cfg: WorldTrainConfig, rng: np.random.Generator) -> torch.Tensor:
-    """(B,) flow times: logit-normal, ``cfg.uniform_t`` of them uniform in [0.02, 1], then
-    ``cfg.one_step_t`` of them exactly 1."""
-    t = logit_normal_t(B, torch.Generator().manual_seed(int(rng.integers(2**31))))
-    uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
-    t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
-    return with_share_at_one(t, cfg.one_step_t, rng)
-
-
 def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torch.Tensor, index: int,
                batch_size: int, seed: int, rollout: bool = True, bank: ErrorBank | None = None
                ) -> tuple[torch.Tensor, dict]:
@@ -345,7 +322,7 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
         model.config = dataclasses.replace(model.config, play_context_noise=cfg.play_context_noise)
     cfg.model = model.config
     if cfg.model.memory:
-        return _train_memory_world(model, cfg)
+        return train_memory_world(model, cfg)
     if cfg.model.codec == "patch4":
         folder, patch = None, PatchCodec(PatchCodecConfig(factor=4))
         weights = torch.ones(cfg.model.latent_channels)
@@ -390,76 +367,5 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
     model.save_pretrained(cfg.out, trained={"data": cfg.data, "steps": tc.steps, "run_dir": tc.run_dir,
                                             "rollout": cfg.rollout, "init": cfg.init})
     if cfg.starts > 0:                   # what alaya play --world and WorldModelEnv start from
-        write_start_frames(cfg.data, cfg.out, count=cfg.starts)
-    return model
-
-
-def ship_camera_motion(source: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
-    """A learned camera (a ``CameraMotion`` folder; loaded first, so a bad one fails here) copied
-    into the model folder ``out`` as ``camera_motion/``: the session's camera moves by it."""
-    from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
-    CameraMotion.from_pretrained(source)
-    target = Path(out) / CAMERA_MOTION_DIR
-    shutil.copytree(source, target, dirs_exist_ok=True)
-    return target
-
-
-def _train_memory_world(model: WorldModel, cfg: WorldTrainConfig) -> WorldModel:
-    """``train_world`` for a memory model (``alaya.train.world_memory_loss``): the rolling memory
-    renders are cached first (``cache_memory``); no error bank or unrolled loss."""
-    from alaya.models.scene_memory import SceneMemoryConfig
-    from alaya.train.world_critic import WorldWithCritic, world_of
-    from alaya.train.world_memory import MemoryEpisodes, cache_memory, cached_ids, restrict
-    from alaya.train.world_memory_loss import channel_weights, memory_world_loss
-    if cfg.unroll > 0 or cfg.error_prob > 0 or cfg.rollout > 0:
-        raise ValueError("a memory model trains without unroll, error recycling or self-rollout: set "
-                         "--unroll 0 --error-prob 0 --rollout-prob 0")
-    m, tc = cfg.model, cfg.train
-    memory_cfg = SceneMemoryConfig(max_points=m.memory_max_points, stride=m.memory_stride)
-    ds = EpisodeDataset(cfg.data)
-    held_out = next((s for s in ("val", "test") if ds.ids(s)), None)
-    encoder, patch = PromptEncoder(), PatchCodec(PatchCodecConfig(factor=4))
-    splits = {}
-    for split in ("train", held_out) if held_out else ("train",):
-        data = LatentEpisodes(cfg.data, None, split, encoder, patch)
-        if cfg.memory_cached_only:
-            try:
-                folder, ids = cached_ids(cfg.data, memory_cfg, data.ids, m.memory_sky_depth)
-            except FileNotFoundError:
-                if split == "train":
-                    raise
-                held_out = None                  # none of the held-out episodes rendered yet: no validation
-                continue
-            data = restrict(data, ids)
-        else:
-            folder = cache_memory(cfg.data, memory_cfg, data.ids, progress=tc.progress, styles=cfg.memory_styles,
-                                  sky_depth=m.memory_sky_depth)
-        splits[split] = data, MemoryEpisodes(cfg.data, data.ids, folder, data.shape[2])
-    weights = channel_weights(cfg)
-    if cfg.adversarial_weight > 0:
-        if cfg.one_step_t <= 0:
-            raise ValueError("adversarial_weight: the critic judges the 1-step frames of the samples at t = 1; "
-                             "set one_step_t (--one-step-t) above 0")
-        if int(os.environ.get("WORLD_SIZE", "1")) > 1:     # the critic runs outside the DDP module's forward
-            raise ValueError("adversarial_weight: the world model's critic trains in one process only "
-                             "(under torchrun its gradients would not be averaged); run without torchrun")
-        model = WorldWithCritic(model)
-
-    def loss_fn(mod, index):
-        return memory_world_loss(mod, *splits["train"], cfg, weights, index, tc.batch_size, tc.seed)
-
-    def validate(mod):
-        return {"loss": float(np.mean([memory_world_loss(world_of(mod), *splits[held_out], cfg, weights, 10_000_000 + i,
-                                                         cfg.val_batch_size, 1234)[0].item()
-                                       for i in range(cfg.val_batches)]))}
-
-    describe = {"world": json.loads(json.dumps(cfg.__dict__, default=lambda o: getattr(o, "__dict__", str(o))))}
-    model = world_of(Trainer(model, tc, loss_fn, validate if held_out else None, describe).run())
-    model.save_pretrained(cfg.out, trained={"data": cfg.data, "steps": tc.steps, "run_dir": tc.run_dir,
-                                            "memory": True, "init": cfg.init, "camera_motion": cfg.camera_motion,
-                                            "adversarial_weight": cfg.adversarial_weight})
-    if cfg.camera_motion:
-        ship_camera_motion(cfg.camera_motion, cfg.out)
-    if cfg.starts > 0:
         write_start_frames(cfg.data, cfg.out, count=cfg.starts)
     return model

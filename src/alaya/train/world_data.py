@@ -1,7 +1,8 @@
 """The world model's training data: recorded gameplay episodes of one split in memory (frames as
 patch latents or cached autoencoder latents, actions, camera pitch, dead-reckoned poses, style
 phrasings), and the lookups a training sample is built from (action rows, pitches, anchor
-poses, a recorded context). ``alaya.train.world`` builds samples from them.
+poses, a recorded context), and the context noise and flow times both world losses draw
+(``add_context_noise``, ``training_times``). ``alaya.train.world`` builds samples from them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.latent_cache import codec_id
 from alaya.codecs.patch import PatchCodec
 from alaya.data.episodes import EpisodeDataset, view_pitch_degrees
+from alaya.diffusion.flow import logit_normal_t, with_share_at_one
 from alaya.io import atomic_save_tensors
 from alaya.models.student import push_context
 from alaya.models.view_warp import dead_reckon
@@ -144,3 +146,27 @@ def real_context(data: LatentEpisodes, e, st, newest, K: int) -> tuple[torch.Ten
         ctx, valid = push_context(ctx, valid, latent)
         valid[torch.from_numpy(f < 0), 0] = 0
     return ctx, valid
+
+
+def add_context_noise(ctx: torch.Tensor, valid: torch.Tensor, cfg,
+                      rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gaussian noise of a level ~ U(0, ``cfg.context_noise``) on ``cfg.noise_prob`` of the contexts
+    (B, K, ...), the same draw in every frame on ``cfg.shared_noise`` of them; zero where not
+    ``valid``. Returns (noisy context, level (B,)). Shared by the plain and the memory model's loss."""
+    B = ctx.shape[0]
+    level = rng.uniform(0, cfg.context_noise, B) * (rng.random(B) < cfg.noise_prob)
+    level = torch.from_numpy(level).float()
+    eps = torch.from_numpy(rng.standard_normal(ctx.shape)).float()
+    shared = torch.from_numpy(rng.random(B) < cfg.shared_noise).view(B, 1, 1, 1, 1)
+    eps = torch.where(shared, eps[:, :1].expand_as(eps), eps)     # static noise: one draw for all K frames
+    noisy = ctx + level.view(B, 1, 1, 1, 1) * eps
+    return noisy * valid, level
+
+
+def training_times(B: int, cfg, rng: np.random.Generator) -> torch.Tensor:
+    """(B,) flow times: logit-normal, ``cfg.uniform_t`` of them uniform in [0.02, 1], then
+    ``cfg.one_step_t`` of them exactly 1."""
+    t = logit_normal_t(B, torch.Generator().manual_seed(int(rng.integers(2**31))))
+    uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
+    t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
+    return with_share_at_one(t, cfg.one_step_t, rng)

@@ -6,7 +6,7 @@ One frame n of one recorded episode, in a style with cached memory renders (``wo
   0 ... n-1 (their true depth), as rgb | coverage | disparity (``memory_latent``); its colour gets
   the context's noise level (halved: image units) where covered, so the model learns to repair a
   memory filled with imperfect frames;
-* context: frames n-1 ... n-K as RGB-D (true depth), noised as ``alaya.train.world`` noises it
+* context: frames n-1 ... n-K as RGB-D (true depth), noised as the plain model's are (``world_data.add_context_noise``)
   (level told), warped into frame n's view by the actions (``align``);
 * target: frame n's rgb, its true disparity, and the gate "the memory is right here"
   (``gate_target``); the model generates the change from ``memory_base`` (the memory where it
@@ -35,36 +35,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from alaya.diffusion.flow import interpolate, logit_normal_t, velocity_loss_weight, with_share_at_one
+from alaya.diffusion.flow import interpolate, velocity_loss_weight
 from alaya.models.memory_conditioning import (as_context, frame_as_memory, frame_image, gate_target, memory_latent,
                                               to_latent)
 from alaya.models.memory_geometry import fill_pinholes
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_critic import adversarial_losses, critic_of, one_step_frames, world_of
-from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
+from alaya.train.world_data import LatentEpisodes, action_rows, add_context_noise, frame_pitch, training_times
 from alaya.train.world_memory import MemoryEpisodes
 from alaya.train.world_memory_rollout import rollout_batch
-
-
-def add_context_noise(ctx: torch.Tensor, valid: torch.Tensor, cfg, rng: np.random.Generator):
-    """``alaya.train.world.add_context_noise`` (copied: that module trains with this one): Gaussian
-    noise of a level ~ U(0, context_noise) on noise_prob of the contexts, the same draw in every
-    frame on shared_noise of them; returns (noisy context, level (B,))."""
-    B = ctx.shape[0]
-    level = torch.from_numpy(rng.uniform(0, cfg.context_noise, B) * (rng.random(B) < cfg.noise_prob)).float()
-    eps = torch.from_numpy(rng.standard_normal(ctx.shape)).float()
-    shared = torch.from_numpy(rng.random(B) < cfg.shared_noise).view(B, 1, 1, 1, 1)
-    eps = torch.where(shared, eps[:, :1].expand_as(eps), eps)
-    return (ctx + level.view(B, 1, 1, 1, 1) * eps) * valid, level
-
-
-def training_times(B: int, cfg, rng: np.random.Generator) -> torch.Tensor:
-    """``alaya.train.world.training_times`` (copied, as above): logit-normal, uniform_t of them
-    uniform in [0.02, 1], one_step_t of them exactly 1."""
-    t = logit_normal_t(B, torch.Generator().manual_seed(int(rng.integers(2**31))))
-    uniform = torch.from_numpy(rng.random(B) < cfg.uniform_t)
-    t = torch.where(uniform, torch.from_numpy(rng.uniform(0.02, 1.0, B)).float(), t)
-    return with_share_at_one(t, cfg.one_step_t, rng)
 
 
 def channel_weights(cfg) -> torch.Tensor:
