@@ -204,6 +204,10 @@ def test_cli_live_end_to_end_with_a_tiny_world_model(tiny_weights, tmp_path, cap
     import imageio.v3 as iio
     gif = iio.imread(report / "live_minute.gif", index=None)
     assert gif.shape[2] >= 2 * 2 * SIZE                      # generated beside real, at least 2x
+    assert main(["eval", "world", "--live", "--weights", str(tiny_weights), "--backend", "torch",
+                 "--frames", "24", "--window", "8", "--scripts", "still"]) == 0       # the text output
+    text = capsys.readouterr().out
+    assert "structure_max" in text and "structure distance" in text
 
 
 def test_report_without_a_minute_writes_json_and_plot(oracle, tmp_path):
