@@ -300,10 +300,18 @@ def same_view(a: torch.Tensor, b: torch.Tensor, metres: float = 2e-3, degrees: f
     return move <= metres and cos >= math.cos(math.radians(degrees))
 
 
+def memory_config(config, **overrides) -> SceneMemoryConfig:
+    """The scene memory's config from a ``WorldModelConfig``: its capacity, insert stride and sky
+    dome (``memory_sky_dome``: drawn ``memory_sky_depth`` away); ``overrides`` set other fields.
+    The cached training renders and play share it."""
+    dome = config.memory_sky_depth if config.memory_sky_dome else 0.0
+    return SceneMemoryConfig(max_points=config.memory_max_points, stride=config.memory_stride, sky_dome=dome,
+                             **overrides)
+
+
 def session_memory(config) -> SceneMemory:
-    """An empty scene memory configured as a session's, from a ``WorldModelConfig``: its capacity,
-    insert stride and whether a generated frame may remove points (``WorldSession``, and the
+    """An empty scene memory configured as a session's, from a ``WorldModelConfig``
+    (``memory_config``) and whether a generated frame may remove points (``WorldSession``, and the
     training rollouts that play as it does)."""
-    return SceneMemory(SceneMemoryConfig(max_points=config.memory_max_points, stride=config.memory_stride,
-                                         see_through=config.memory_see_through))
+    return SceneMemory(memory_config(config, see_through=config.memory_see_through))
 

@@ -40,6 +40,9 @@ patch: a body in motion, the swung blade, a flying spell are not baked into the 
 wall coming into view joins it one frame later. (The first frame goes in whole.) So standing
 still adds nothing, and walking adds what came into view.
 
+The sky (``sky_dome`` > 0: depths at or beyond it) is not points: it is infinitely far, so a
+``SkyDome`` keeps it by direction, and a render shows it, that far away, where no point covers.
+
 Bounded: after each insert, points older than ``max_age`` or farther than ``max_distance`` from
 the inserting camera are dropped, and beyond ``max_points`` those with the largest
 ``age / max_age + distance / max_distance`` go first (the oldest and farthest).
@@ -54,6 +57,7 @@ import torch
 
 from alaya.models.memory_checks import check_camera, check_frame, check_size, check_view
 from alaya.models.memory_geometry import depth_slope, depth_surface, pixel_ring
+from alaya.models.sky_dome import SkyDome
 
 
 @dataclass
@@ -70,14 +74,19 @@ class SceneMemoryConfig:
     confirm: bool = True           # add a pixel only once two frames saw it in place (not moving)
     see_through: bool = True       # remove a point the frame sees past all around its pixel (a body
                                    # that moved); off for generated frames, whose depth is a guess
+    sky_dome: float = 0.0          # > 0: depths at or beyond this many metres are sky, kept by direction
+                                   # in a SkyDome and drawn this far away where no point covers
+    sky_cells_per_degree: float = 3.0   # the dome's panorama resolution
 
     def __post_init__(self) -> None:
         for name in ("max_points", "max_footprint", "stride"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name}: must be >= 1, got {getattr(self, name)!r}")
-        for name in ("max_distance", "max_age", "footprint", "depth_tolerance", "near"):
+        for name in ("max_distance", "max_age", "footprint", "depth_tolerance", "near", "sky_cells_per_degree"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
+        if not float(self.sky_dome) >= 0:
+            raise ValueError(f"sky_dome: must be >= 0 (0: no dome), got {self.sky_dome!r}")
 
 
 class MemoryView(NamedTuple):
@@ -128,14 +137,17 @@ class SceneMemory:
         self.time = torch.zeros(0)                         # (N,) when last seen
         self.tangents = torch.zeros(0, 6, dtype=torch.float16)   # (N, 6) steps to the right and
                                                                  # lower neighbour, world metres
+        c = self.config
+        self.dome = SkyDome(c.sky_cells_per_degree) if c.sky_dome > 0 else None   # the sky, by direction
 
     def __len__(self) -> int:
         return self.xyz.shape[1]
 
     @property
     def nbytes(self) -> int:
-        """Bytes the points hold (31 a point)."""
-        return sum(t.numel() * t.element_size() for t in (self.xyz, self.rgb, self.time, self.tangents))
+        """Bytes the points hold (31 a point), and the sky dome's fixed panorama."""
+        points = sum(t.numel() * t.element_size() for t in (self.xyz, self.rgb, self.time, self.tangents))
+        return points + (self.dome.nbytes if self.dome is not None else 0)
 
     # -- render -------------------------------------------------------------------------------
     def _candidates(self, K: torch.Tensor, w2c: torch.Tensor, H: int, W: int,
@@ -252,6 +264,12 @@ class SceneMemory:
             rgb.index_add_(0, pix, w[:, None] * self.rgb.index_select(0, on(cand.point)).float())
             rgb = torch.where(hit[:, None], rgb / (255 * total.clamp(min=1e-30))[:, None], torch.zeros(()))
             depth, coverage = front.depth, hit.float()
+        if self.dome is not None:       # the sky where no point covers, this far away
+            sky_rgb, sky_covered = self.dome.render(K, w2c, H, W)
+            fill = (coverage == 0) & (sky_covered.reshape(-1) > 0)
+            rgb = torch.where(fill[:, None], sky_rgb.reshape(3, -1).T, rgb)
+            depth = torch.where(fill, torch.full_like(depth, self.config.sky_dome), depth)
+            coverage = torch.where(fill, torch.ones_like(coverage), coverage)
         return MemoryView(rgb.T.reshape(3, H, W), coverage.reshape(1, H, W), depth.reshape(1, H, W))
 
     # -- insert and evict ---------------------------------------------------------------------
@@ -260,10 +278,15 @@ class SceneMemory:
         metres along the view axis (0 = background, not stored); ``K`` (3, 3); ``world_to_camera``
         (4, 4); ``time`` when it was seen (frames or seconds: ``max_age``'s unit). ``see_through``
         (H, W) bool: the pixels whose view may remove points (default: all if the config's
-        ``see_through``, else none). Returns how many points were added (module docstring: what is
-        not added again, what is removed)."""
+        ``see_through``, else none). With ``sky_dome``, depths at or beyond it are sky: they go
+        into the dome (its cells not seen yet), not into points. Returns how many points were
+        added (module docstring: what is not added again, what is removed)."""
         rgb, depth = check_frame(rgb, depth)
         K, w2c = check_camera(K, world_to_camera)
+        if self.dome is not None:
+            sky = depth >= self.config.sky_dome
+            self.dome.insert(rgb, sky, K, w2c)
+            depth = torch.where(sky, torch.zeros_like(depth), depth)
         time = float(torch.as_tensor(time, dtype=torch.float64))
         if not torch.isfinite(torch.tensor(time)):
             raise ValueError(f"time: must be finite, got {time!r}")

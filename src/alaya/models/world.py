@@ -96,6 +96,8 @@ class WorldModelConfig:
                                          # along its ray (memory_conditioning.clamp_to_floor)
     memory_sky_depth: float = 0.0        # > 0: what a frame shows as sky goes into the memory this far away
                                          # (a backdrop that turns with the view), else the sky is not stored
+    memory_sky_dome: bool = False        # with memory_sky_depth: the sky kept by direction (SkyDome: it
+                                         # turns with the view, walking does not move it), not as points
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest
                                          # context frame, or "inpaint": the memory pulled into its holes
     memory_fill_pinholes: int = 2        # passes of memory_geometry.fill_pinholes over each memory render (0: off)
@@ -127,6 +129,8 @@ class WorldModelConfig:
             raise ValueError(f"memory_depth_median: an odd window or 0, got {self.memory_depth_median!r}")
         if not self.memory_depth_outlier > 0:
             raise ValueError(f"memory_depth_outlier: must be > 0, got {self.memory_depth_outlier!r}")
+        if self.memory_sky_dome and not self.memory_sky_depth > 0:
+            raise ValueError("memory_sky_dome: the dome is drawn memory_sky_depth away; set memory_sky_depth > 0")
 
     @property
     def image_channels(self) -> int:

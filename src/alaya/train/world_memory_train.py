@@ -17,7 +17,7 @@ import numpy as np
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.data.episodes import EpisodeDataset, write_start_frames
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
-from alaya.models.scene_memory import SceneMemoryConfig
+from alaya.models.memory_conditioning import memory_config
 from alaya.models.world import WorldModel
 from alaya.text import PromptEncoder
 from alaya.train.loop import Trainer
@@ -44,7 +44,7 @@ def train_memory_world(model: WorldModel, cfg) -> WorldModel:
         raise ValueError("a memory model trains without unroll, error recycling or self-rollout: set "
                          "--unroll 0 --error-prob 0 --rollout-prob 0")
     m, tc = cfg.model, cfg.train
-    memory_cfg = SceneMemoryConfig(max_points=m.memory_max_points, stride=m.memory_stride)
+    memory_cfg = memory_config(m)
     ds = EpisodeDataset(cfg.data)
     held_out = next((s for s in ("val", "test") if ds.ids(s)), None)
     encoder, patch = PromptEncoder(), PatchCodec(PatchCodecConfig(factor=4))

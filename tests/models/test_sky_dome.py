@@ -1,0 +1,150 @@
+"""The sky dome (``alaya.models.sky_dome``, ``SceneMemoryConfig.sky_dome``) against the engine: the
+sky a frame saw comes back from anywhere it is seen again, walking does not move it, turning
+moves it as the game does, and the memory's points still stand in front of it."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.engine.game import GameConfig, GameStream
+from alaya.engine.styles import get_style
+from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
+from alaya.models.sky_dome import SkyDome, pixel_directions
+from alaya.models.view_warp import pinhole
+from alaya.train.world_memory import memory_key
+
+SIZE = 128
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def game():
+    g = GameStream(11, GameConfig(size=SIZE, warmup_frames=30))
+    g.step()
+    yield g
+    g.close()
+
+
+def shot(game, view: np.ndarray, style: str = "golden_sunset") -> tuple[torch.Tensor, torch.Tensor]:
+    """The engine's frame from ``view``: rgb (H, W, 3) uint8, depth (H, W) metres (0 on the sky)."""
+    depth = game.raster.render(game.world.geom_matrices(), view.astype(np.float32))["depth"]
+    rgb = game.reference.render(get_style(style), view.astype(np.float32))
+    return torch.from_numpy(np.ascontiguousarray(rgb)), torch.from_numpy(np.ascontiguousarray(depth)).float()
+
+
+def walked(view: np.ndarray, ahead: float = 0.0, turn_degrees: float = 0.0) -> np.ndarray:
+    """``view`` with the camera walked ``ahead`` metres along its view axis, then turned left."""
+    shift = np.eye(4)
+    shift[2, 3] = ahead                      # the camera looks down -z: walking ahead moves the world +z
+    a = math.radians(turn_degrees)
+    turn = np.eye(4)
+    turn[[0, 0, 2, 2], [0, 2, 0, 2]] = [math.cos(a), -math.sin(a), math.sin(a), math.cos(a)]
+    return turn @ shift @ view.astype(np.float64)
+
+
+LEVEL = torch.tensor([[0.0, -1.0, 0.0, 0.0],        # a camera looking along world +x, level (world z up)
+                      [0.0, 0.0, 1.0, 0.0],
+                      [-1.0, 0.0, 0.0, 0.0],
+                      [0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
+    mse = float(((a.float() - b.float())[mask] ** 2).mean()) / 255 ** 2
+    return 100.0 if mse == 0 else 10 * math.log10(1 / mse)
+
+
+def up_view(game) -> np.ndarray:
+    """The game's camera pitched 15 degrees up: a third or more of the frame is sky."""
+    view = np.asarray(game.world_to_camera, np.float64)
+    a = math.radians(15)
+    pitch = np.eye(4)
+    pitch[[1, 1, 2, 2], [1, 2, 1, 2]] = [math.cos(a), math.sin(a), -math.sin(a), math.cos(a)]
+    return pitch @ view
+
+
+def test_the_sky_comes_back_from_where_the_player_walked_and_turned(game):
+    """Against the engine: the sky seen at the start, rendered from 6 m ahead and 12 degrees to
+    the left, matches the engine's sky there; a backdrop of points 25 m away (what the memory kept
+    before) slides and scores far lower."""
+    K = torch.as_tensor(np.asarray(game.K, np.float64))
+    start = up_view(game)
+    rgb, depth = shot(game, start)
+    assert (depth == 0).float().mean() > 0.25, "the test needs a view with sky in it"
+    dome = SkyDome()
+    assert dome.insert(rgb, depth == 0, K, start) > 0
+    backdrop = SceneMemory(SceneMemoryConfig(confirm=False))
+    backdrop.insert(rgb, torch.where(depth > 0, depth, torch.full_like(depth, 25.0)) * (depth == 0), K, start, time=0)
+
+    there = walked(start, ahead=6.0, turn_degrees=12.0)
+    true_rgb, true_depth = shot(game, there)
+    got, covered = dome.render(K, there, SIZE, SIZE)
+    got = (got.permute(1, 2, 0) * 255).round()
+    sky = (true_depth == 0) & (covered[0] > 0)
+    assert sky.float().mean() > 0.15                       # most of the sky it saw is in view again
+    dome_psnr = psnr(got, true_rgb, sky)
+    old = backdrop.render(K, there, SIZE, SIZE)
+    old_sky = sky & (old.coverage[0] > 0)
+    backdrop_psnr = psnr((old.rgb.permute(1, 2, 0) * 255).round(), true_rgb, old_sky)
+    assert dome_psnr >= 33.0, dome_psnr
+    assert dome_psnr >= backdrop_psnr + 3.0, (dome_psnr, backdrop_psnr)
+
+
+def test_walking_does_not_move_it_and_turning_does():
+    """A render depends on the view's rotation alone, and a turn shifts the picture by the turn."""
+    K = pinhole(64, 70.0)
+    view = LEVEL
+    directions = pixel_directions(K, view, 64, 64)
+    colour = ((directions[:2] * 0.5 + 0.5) * 255).T.reshape(64, 64, 2)          # colour = direction
+    rgb = torch.cat([colour, torch.full((64, 64, 1), 128.0)], -1).round().to(torch.uint8)
+    dome = SkyDome()
+    dome.insert(rgb, torch.ones(64, 64, dtype=torch.bool), K, view)
+    a, cov_a = dome.render(K, torch.tensor(walked(view.numpy(), ahead=9.0)), 64, 64)
+    b, cov_b = dome.render(K, view, 64, 64)
+    assert torch.equal(a, b) and torch.equal(cov_a, cov_b) and cov_b.all()
+    assert ((b.permute(1, 2, 0) * 255 - rgb.float()).abs().max()) <= 2.0
+    turned = torch.tensor(walked(view.numpy(), turn_degrees=10.0))
+    c, cov_c = dome.render(K, turned, 64, 64)
+    expect = ((pixel_directions(K, turned, 64, 64)[:2] * 0.5 + 0.5) * 255).reshape(2, 64, 64)
+    seen = cov_c[0] > 0
+    assert 0.6 < seen.float().mean() < 0.95                  # the side it turned to is not known
+    assert ((c[:2] * 255 - expect).abs()[:, seen]).max() <= 2.0
+
+
+def test_first_sight_stays_and_the_memory_points_stand_in_front():
+    """A cell keeps its first colour; in a SceneMemory with a dome, depths at or beyond it go to
+    the dome (not points), and a render shows the sky at that depth only where no point covers."""
+    K = pinhole(32, 70.0)
+    view = LEVEL
+    dome = SkyDome()
+    red = torch.zeros(32, 32, 3, dtype=torch.uint8)
+    red[..., 0] = 200
+    assert dome.insert(red, torch.ones(32, 32, dtype=torch.bool), K, view) > 0
+    assert dome.insert(255 - red, torch.ones(32, 32, dtype=torch.bool), K, view) == 0
+    assert (dome.render(K, view, 32, 32)[0][0] * 255).round().eq(200).all()
+
+    memory = SceneMemory(SceneMemoryConfig(sky_dome=25.0, confirm=False))
+    depth = torch.full((32, 32), 25.0)
+    depth[20:, :] = 3.0                                      # a floor strip in front
+    memory.insert(red, depth, K, view, time=0)
+    assert len(memory) == 12 * 32                            # the sky is no points
+    r = memory.render(K, view, 32, 32)
+    assert r.coverage.all()
+    assert torch.allclose(r.depth[0, :20], torch.full((20, 32), 25.0))
+    assert torch.allclose(r.depth[0, 20:], torch.full((12, 32), 3.0), rtol=1e-3)
+    assert memory.nbytes == 31 * len(memory) + dome.nbytes
+
+
+def test_bad_input_names_the_field_and_old_caches_keep_their_key():
+    with pytest.raises(ValueError, match="cells_per_degree"):
+        SkyDome(0.0)
+    with pytest.raises(ValueError, match="sky_dome"):
+        SceneMemoryConfig(sky_dome=-1.0)
+    with pytest.raises(ValueError, match="sky"):
+        SkyDome().insert(torch.zeros(8, 8, 3, dtype=torch.uint8), torch.ones(4, 4, dtype=torch.bool),
+                         pinhole(8, 70.0), torch.eye(4))
+    plain = SceneMemoryConfig()
+    assert memory_key(plain, 25.0) == memory_key(SceneMemoryConfig(sky_dome=0.0), 25.0)   # caches made before the dome
+    assert memory_key(SceneMemoryConfig(sky_dome=25.0), 25.0) != memory_key(plain, 25.0)
