@@ -148,3 +148,34 @@ def test_bad_input_names_the_field_and_old_caches_keep_their_key():
     plain = SceneMemoryConfig()
     assert memory_key(plain, 25.0) == memory_key(SceneMemoryConfig(sky_dome=0.0), 25.0)   # caches made before the dome
     assert memory_key(SceneMemoryConfig(sky_dome=25.0), 25.0) != memory_key(plain, 25.0)
+
+
+def test_a_session_walking_ahead_keeps_its_sky_in_place():
+    """A memory session with ``memory_sky_dome`` (a model that shows its memory unchanged): the
+    sky rows go into the dome, not into points, and after walking 1 m ahead the rows the wall 3 m
+    away does not grow into show the start's sky where it was; with the 25 m backdrop they have
+    moved."""
+    import dataclasses
+
+    from alaya.data.actions import action_vector
+    from alaya.models.world import WorldModel, WorldModelConfig
+    from alaya.runtime.world_session import WorldSession
+    config = WorldModelConfig(memory=True, latent_channels=80, widths=(16, 32), emb_dim=32, steps=1,
+                              memory_max_points=5000, memory_sky_depth=25.0, sigma_data=1e-4)
+    rng = np.random.default_rng(4)
+    frame = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    depth = np.full((32, 32), 3.0, np.float32)
+    depth[:12] = 0                                              # the sky
+    skies = {}
+    for dome in (True, False):
+        model = WorldModel(dataclasses.replace(config, memory_sky_dome=dome))
+        with torch.no_grad():
+            model.core.out.bias[64:] = 1e6                      # the gate shows the memory wherever it covers
+        session = WorldSession(model, size=32, backend="torch")
+        session.reset(frame, depth=depth, pitch=0.0)
+        assert len(session.memory) == (32 * 20 if dome else 32 * 32)
+        for _ in range(10):
+            out = session.step(action_vector(1.0, 0.0, 0.0, 0.0, None))
+        skies[dome] = out[:8].astype(int)
+    assert np.abs(skies[True] - frame[:8]).max() <= 2
+    assert np.abs(skies[False] - frame[:8]).mean() > 10
