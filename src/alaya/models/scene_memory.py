@@ -20,9 +20,10 @@ grazing angle is walked up to. Render: each point covers a rectangle of ``2 * fo
 its projected extent (so a view has no pinholes and, at the inserting view, no point spills
 onto its neighbours). Visibility is two scatters: the nearest covering depth per pixel, then,
 among the points within ``depth_tolerance`` of it (one surface), the one whose centre is nearest
-the pixel's. The colour is that surface's points tent-weighted by their distance over their
-extent: at the inserting view each pixel's own point alone. Points behind the camera or nearer
-than ``near`` are not drawn.
+the pixel's. The colour is that surface's points tent-weighted by their distance over ``tent``
+times their extent: at the inserting view each pixel's own point alone; where a view magnifies
+the points, a smaller ``tent`` blends fewer of them (crisper edges), 0 the winner's colour alone.
+Points behind the camera or nearer than ``near`` are not drawn.
 
 Insert: the memory is first projected into the new view (or the render just made there is
 reused: play renders, then inserts). A covering point at the depth the frame measures (within
@@ -74,6 +75,8 @@ class SceneMemoryConfig:
     confirm: bool = True           # add a pixel only once two frames saw it in place (not moving)
     see_through: bool = True       # remove a point the frame sees past all around its pixel (a body
                                    # that moved); off for generated frames, whose depth is a guess
+    tent: float = 1.0              # the colour blend's reach, times a point's projected extent
+                                   # (0: the z-buffer winner's colour alone, crisp where magnified)
     sky_dome: float = 0.0          # > 0: depths at or beyond this many metres are sky, kept by direction
                                    # in a SkyDome and drawn this far away where no point covers
     sky_cells_per_degree: float = 3.0   # the dome's panorama resolution
@@ -85,6 +88,8 @@ class SceneMemoryConfig:
         for name in ("max_distance", "max_age", "footprint", "depth_tolerance", "near", "sky_cells_per_degree"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
+        if not float(self.tent) >= 0:
+            raise ValueError(f"tent: must be >= 0 (0: the winner's colour alone), got {self.tent!r}")
         if not float(self.sky_dome) >= 0:
             raise ValueError(f"sky_dome: must be >= 0 (0: no dome), got {self.sky_dome!r}")
 
@@ -255,7 +260,8 @@ class SceneMemory:
             # (radius at least a pixel: the sub-pixel points in a pixel are averaged; less 5%: a
             # neighbour one pixel away at the inserting view weighs nothing, though a one-sided
             # step on a slanted surface projects to a little more than one pixel)
-            rx, ry = on(cand.rx).clamp(min=1.0), on(cand.ry).clamp(min=1.0)
+            tent = self.config.tent
+            rx, ry = (on(cand.rx) * tent).clamp(min=1.0), (on(cand.ry) * tent).clamp(min=1.0)
             w = (0.95 - on(cand.ex) / rx).clamp(min=0) * (0.95 - on(cand.ey) / ry).clamp(min=0)
             w = torch.where(on(cand.covers) & (w == 0), torch.full_like(w, 1e-6), w)
             pix = on(cand.pix)
@@ -263,6 +269,9 @@ class SceneMemory:
             total = torch.zeros(n).index_add_(0, pix, w)
             rgb.index_add_(0, pix, w[:, None] * self.rgb.index_select(0, on(cand.point)).float())
             rgb = torch.where(hit[:, None], rgb / (255 * total.clamp(min=1e-30))[:, None], torch.zeros(()))
+            if tent == 0:                   # the winner's colour alone
+                won = front.index.clamp(min=0)
+                rgb = torch.where(hit[:, None], self.rgb.index_select(0, won).float() / 255, torch.zeros(()))
             depth, coverage = front.depth, hit.float()
         if self.dome is not None:       # the sky where no point covers, this far away
             sky_rgb, sky_covered = self.dome.render(K, w2c, H, W)

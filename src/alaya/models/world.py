@@ -96,6 +96,8 @@ class WorldModelConfig:
                                          # along its ray (memory_conditioning.clamp_to_floor)
     memory_sky_depth: float = 0.0        # > 0: what a frame shows as sky goes into the memory this far away
                                          # (a backdrop that turns with the view), else the sky is not stored
+    memory_tent: float = 1.0             # the memory render's colour blend (SceneMemoryConfig.tent: 1 the
+                                         # points' full extent, smaller crisper where a view is magnified)
     memory_sky_dome: bool = False        # with memory_sky_depth: the sky kept by direction (SkyDome: it
                                          # turns with the view, walking does not move it), not as points
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest
