@@ -11,10 +11,7 @@ import torch
 from alaya.models.memory_conditioning import (as_context, composite, decode_depth, encode_depth, frame_image, gate_target,
                                               kinematic_view, memory_base, memory_latent, to_image, to_latent)
 from alaya.models.world import WorldModel, WorldModelConfig
-
-TINY = WorldModelConfig(memory=True, latent_channels=80, widths=(16, 32), emb_dim=32, steps=2,
-                        view_warp=True, ground_warp=True, memory_max_points=5000)
-
+from tiny_memory import TINY, still_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -109,23 +106,13 @@ def test_kinematic_view_is_a_rigid_opengl_camera_at_eye_height():
     assert forward[2] < 0 and abs(float(torch.atan2(forward[1], forward[0])) - 0.3) < 1e-4
 
 
-def _still_model():
-    """A memory model with a zero residual (a tiny sigma_data: its prediction ignores the noise)
-    and a saturated gate: what a trained model does standing still, where the memory is right."""
-    import dataclasses
-    model = WorldModel(dataclasses.replace(TINY, sigma_data=1e-4))
-    with torch.no_grad():
-        model.core.out.bias[64:] = 1e6
-    return model
-
-
 def test_standing_still_on_a_perfect_memory_is_exact():
     from alaya.runtime.world_session import WorldSession
     rng = np.random.default_rng(0)
     frame = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
     depth = np.full((32, 32), 3.0, np.float32)
     depth[:6] = 0                                          # sky rows: not in the memory
-    session = WorldSession(_still_model(), size=32, backend="torch")
+    session = WorldSession(still_model(), size=32, backend="torch")
     session.reset(frame, "a golden sunset", depth=depth)
     points = len(session.memory)
     assert points == int((depth > 0).sum())
@@ -216,7 +203,7 @@ def test_a_generated_frame_fills_only_the_memory_holes():
     from alaya.data.actions import action_vector
     from alaya.runtime.world_session import WorldSession
     frame = np.random.default_rng(2).integers(0, 256, (32, 32, 3), dtype=np.uint8)
-    session = WorldSession(_still_model(), size=32, backend="torch")
+    session = WorldSession(still_model(), size=32, backend="torch")
     session.reset(frame, depth=np.full((32, 32), 3.0, np.float32))
     before = len(session.memory)
     holes = 0
@@ -287,7 +274,7 @@ def test_the_sky_can_go_in_as_a_far_backdrop():
     frame = np.random.default_rng(3).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     depth = np.full((32, 32), 3.0, np.float32)
     depth[:6] = 0
-    model = _still_model()
+    model = still_model()
     model.config = dataclasses.replace(model.config, memory_sky_depth=25.0)
     session = WorldSession(model, size=32, backend="torch")
     session.reset(frame, depth=depth)
@@ -295,59 +282,6 @@ def test_the_sky_can_go_in_as_a_far_backdrop():
     for _ in range(5):
         out = session.step(np.zeros(8, np.float32))
     np.testing.assert_array_equal(out, frame)             # standing still: every pixel from the memory
-
-
-class _TurnLeft(torch.nn.Module):
-    """A stand-in learned camera: every row turns the camera 5 degrees about the world's up and
-    steps 0.1 m back, whatever the row (the session must follow it, not its own constants)."""
-
-    def __init__(self, fov_y_degrees: float = 50.0):
-        super().__init__()
-        from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
-        self.motion = CameraMotion(CameraMotionConfig(fov_y_degrees=fov_y_degrees))
-        self.turns = 0
-
-    def eval(self):
-        return self
-
-    def initial_state(self, world_to_camera=None, **kw):
-        self.start = world_to_camera.clone()
-        return self.motion.initial_state(world_to_camera=world_to_camera)
-
-    def step(self, row, state):
-        from alaya.models.camera_motion import twist_to_matrix, up_in_camera
-        self.turns += 1
-        up = up_in_camera(self.start[None])[0] if self.turns == 1 else state.up[0]
-        twist = torch.cat([up * np.radians(5.0), torch.tensor([0.0, 0.0, -0.1])])[None]
-        return twist_to_matrix(twist)[0], state
-
-    def intrinsics(self, H, W):
-        return self.motion.intrinsics(H, W)
-
-    def stop_distance(self):
-        return 0.3
-
-
-def test_a_learned_camera_moves_the_memory_view_and_its_intrinsics_are_used():
-    from alaya.models.view_warp import pinhole
-    from alaya.runtime.world_session import WorldSession
-    frame = np.random.default_rng(4).integers(0, 256, (32, 32, 3), dtype=np.uint8)
-    camera = _TurnLeft(fov_y_degrees=50.0)
-    session = WorldSession(_still_model(), size=32, backend="torch", camera_motion=camera)
-    session.reset(frame, depth=np.full((32, 32), 3.0, np.float32))
-    start = session.camera_view().clone()
-    torch.testing.assert_close(session.K, camera.intrinsics(32, 32))
-    assert not torch.allclose(session.K, pinhole(32, TINY.fov_y_degrees))
-    for _ in range(4):
-        session.step(np.zeros(8, np.float32))                 # no action: the kinematics would stand still
-    view = session.camera_view()
-    R = view[:3, :3] @ start[:3, :3].T                         # the rotation from the start camera
-    angle = float(torch.rad2deg(torch.arccos(((torch.trace(R) - 1) / 2).clamp(-1, 1))))
-    assert abs(angle - 20.0) < 0.1                             # four learned 5-degree turns
-    centre, centre0 = -view[:3, :3].T @ view[:3, 3], -start[:3, :3].T @ start[:3, 3]
-    assert abs(float((centre - centre0).norm()) - 0.4) < 0.05          # four 0.1 m steps along its axis
-    assert torch.equal(session.pose, torch.zeros(1, 3))         # the fixed kinematics did not move
-    assert 0 < float(session._covered.mean()) < 1                # the turned view sees part of the start
 
 
 def test_start_frames_ship_their_recorded_depth(episodes, tmp_path):
@@ -459,50 +393,3 @@ def test_memory_depth_median_is_checked():
         WorldModelConfig(memory_depth_median=4)
     with pytest.raises(ValueError, match="memory_depth_outlier"):
         WorldModelConfig(memory_depth_outlier=0.0)
-
-
-class _WalkForward(_TurnLeft):
-    """A stand-in learned camera that steps 0.1 m forward per row, whatever the row."""
-
-    def step(self, row, state):
-        from alaya.models.camera_motion import twist_to_matrix
-        return twist_to_matrix(torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.1]]))[0], state
-
-
-def test_the_learned_camera_walks_up_to_a_wall_and_not_through_it():
-    from alaya.runtime.world_session import WorldSession
-    frame = np.random.default_rng(5).integers(0, 256, (32, 32, 3), dtype=np.uint8)
-    session = WorldSession(_still_model(), size=32, backend="torch", camera_motion=_WalkForward())
-    session.reset(frame, depth=np.full((32, 32), 1.5, np.float32))       # a wall 1.5 m ahead
-    start = session.camera_view().clone()
-    walked = []
-    for _ in range(20):
-        session.step(np.zeros(8, np.float32))
-        view = session.camera_view()
-        walked.append(float((-view[:3, :3].T @ view[:3, 3] + start[:3, :3].T @ start[:3, 3]).norm()))
-    assert walked[5] == pytest.approx(0.6, abs=1e-3)           # free walking: 0.1 m a frame
-    assert walked[-1] == pytest.approx(1.5 - 0.3, abs=0.02)   # stopped 0.3 m (stop_distance) short of the wall
-    assert max(walked) <= 1.2 + 0.02
-
-
-def test_stop_at_surfaces_shortens_only_a_walk_into_what_the_view_shows():
-    from alaya.models.camera_constraints import stop_at_surfaces
-    from alaya.models.camera_constraints import camera_centre
-    from alaya.models.camera_motion import twist_to_matrix
-    from alaya.models.view_warp import pinhole
-    K, view = pinhole(32, 60.0), kinematic_view(torch.zeros(1, 3), 0.0, 1.4)
-    wall = torch.full((32, 32), 1.0)
-    move = lambda *t: twist_to_matrix(torch.tensor([[0.0, 0.05, 0.0, *t]]))[0]   # noqa: E731 (a turn too)
-    walk = lambda d: camera_centre(d @ view) - camera_centre(view)              # noqa: E731
-    forward = move(0.0, 0.0, 1.0)                                               # 1 m into a wall 1 m away
-    stopped = stop_at_surfaces(forward, view, wall, K, 0.3)
-    assert float(walk(stopped).norm()) == pytest.approx(0.7, abs=0.01)
-    torch.testing.assert_close(stopped[:3, :3], forward[:3, :3])               # the turn stays
-    short = move(0.0, 0.0, 0.5)
-    torch.testing.assert_close(stop_at_surfaces(short, view, wall, K, 0.3), short)        # room enough
-    back = move(0.0, 0.0, -1.0)
-    torch.testing.assert_close(stop_at_surfaces(back, view, wall, K, 0.3), back)          # out of view
-    torch.testing.assert_close(stop_at_surfaces(forward, view, torch.zeros(32, 32), K, 0.3), forward)  # sky
-    rise = move(0.0, 0.5, 1.0)                                                   # up and forward: only the walk stops
-    out = walk(stop_at_surfaces(rise, view, wall, K, 0.3))
-    assert float(out[2]) == pytest.approx(float(walk(rise)[2]), abs=1e-4)

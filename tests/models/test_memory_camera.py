@@ -1,0 +1,111 @@
+"""A memory session's learned camera: it moves the view the memory is rendered from, its
+intrinsics are used, and a walk stops at the surface the view shows ahead."""
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.models.memory_conditioning import kinematic_view
+from tiny_memory import TINY, still_model
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+class _TurnLeft(torch.nn.Module):
+    """A stand-in learned camera: every row turns the camera 5 degrees about the world's up and
+    steps 0.1 m back, whatever the row (the session must follow it, not its own constants)."""
+
+    def __init__(self, fov_y_degrees: float = 50.0):
+        super().__init__()
+        from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
+        self.motion = CameraMotion(CameraMotionConfig(fov_y_degrees=fov_y_degrees))
+        self.turns = 0
+
+    def eval(self):
+        return self
+
+    def initial_state(self, world_to_camera=None, **kw):
+        self.start = world_to_camera.clone()
+        return self.motion.initial_state(world_to_camera=world_to_camera)
+
+    def step(self, row, state):
+        from alaya.models.camera_motion import twist_to_matrix, up_in_camera
+        self.turns += 1
+        up = up_in_camera(self.start[None])[0] if self.turns == 1 else state.up[0]
+        twist = torch.cat([up * np.radians(5.0), torch.tensor([0.0, 0.0, -0.1])])[None]
+        return twist_to_matrix(twist)[0], state
+
+    def intrinsics(self, H, W):
+        return self.motion.intrinsics(H, W)
+
+    def stop_distance(self):
+        return 0.3
+
+
+def test_a_learned_camera_moves_the_memory_view_and_its_intrinsics_are_used():
+    from alaya.models.view_warp import pinhole
+    from alaya.runtime.world_session import WorldSession
+    frame = np.random.default_rng(4).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    camera = _TurnLeft(fov_y_degrees=50.0)
+    session = WorldSession(still_model(), size=32, backend="torch", camera_motion=camera)
+    session.reset(frame, depth=np.full((32, 32), 3.0, np.float32))
+    start = session.camera_view().clone()
+    torch.testing.assert_close(session.K, camera.intrinsics(32, 32))
+    assert not torch.allclose(session.K, pinhole(32, TINY.fov_y_degrees))
+    for _ in range(4):
+        session.step(np.zeros(8, np.float32))                 # no action: the kinematics would stand still
+    view = session.camera_view()
+    R = view[:3, :3] @ start[:3, :3].T                         # the rotation from the start camera
+    angle = float(torch.rad2deg(torch.arccos(((torch.trace(R) - 1) / 2).clamp(-1, 1))))
+    assert abs(angle - 20.0) < 0.1                             # four learned 5-degree turns
+    centre, centre0 = -view[:3, :3].T @ view[:3, 3], -start[:3, :3].T @ start[:3, 3]
+    assert abs(float((centre - centre0).norm()) - 0.4) < 0.05          # four 0.1 m steps along its axis
+    assert torch.equal(session.pose, torch.zeros(1, 3))         # the fixed kinematics did not move
+    assert 0 < float(session._covered.mean()) < 1                # the turned view sees part of the start
+
+
+class _WalkForward(_TurnLeft):
+    """A stand-in learned camera that steps 0.1 m forward per row, whatever the row."""
+
+    def step(self, row, state):
+        from alaya.models.camera_motion import twist_to_matrix
+        return twist_to_matrix(torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.1]]))[0], state
+
+
+def test_the_learned_camera_walks_up_to_a_wall_and_not_through_it():
+    from alaya.runtime.world_session import WorldSession
+    frame = np.random.default_rng(5).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    session = WorldSession(still_model(), size=32, backend="torch", camera_motion=_WalkForward())
+    session.reset(frame, depth=np.full((32, 32), 1.5, np.float32))       # a wall 1.5 m ahead
+    start = session.camera_view().clone()
+    walked = []
+    for _ in range(20):
+        session.step(np.zeros(8, np.float32))
+        view = session.camera_view()
+        walked.append(float((-view[:3, :3].T @ view[:3, 3] + start[:3, :3].T @ start[:3, 3]).norm()))
+    assert walked[5] == pytest.approx(0.6, abs=1e-3)           # free walking: 0.1 m a frame
+    assert walked[-1] == pytest.approx(1.5 - 0.3, abs=0.02)   # stopped 0.3 m (stop_distance) short of the wall
+    assert max(walked) <= 1.2 + 0.02
+
+
+def test_stop_at_surfaces_shortens_only_a_walk_into_what_the_view_shows():
+    from alaya.models.camera_constraints import stop_at_surfaces
+    from alaya.models.camera_constraints import camera_centre
+    from alaya.models.camera_motion import twist_to_matrix
+    from alaya.models.view_warp import pinhole
+    K, view = pinhole(32, 60.0), kinematic_view(torch.zeros(1, 3), 0.0, 1.4)
+    wall = torch.full((32, 32), 1.0)
+    move = lambda *t: twist_to_matrix(torch.tensor([[0.0, 0.05, 0.0, *t]]))[0]   # noqa: E731 (a turn too)
+    walk = lambda d: camera_centre(d @ view) - camera_centre(view)              # noqa: E731
+    forward = move(0.0, 0.0, 1.0)                                               # 1 m into a wall 1 m away
+    stopped = stop_at_surfaces(forward, view, wall, K, 0.3)
+    assert float(walk(stopped).norm()) == pytest.approx(0.7, abs=0.01)
+    torch.testing.assert_close(stopped[:3, :3], forward[:3, :3])               # the turn stays
+    short = move(0.0, 0.0, 0.5)
+    torch.testing.assert_close(stop_at_surfaces(short, view, wall, K, 0.3), short)        # room enough
+    back = move(0.0, 0.0, -1.0)
+    torch.testing.assert_close(stop_at_surfaces(back, view, wall, K, 0.3), back)          # out of view
+    torch.testing.assert_close(stop_at_surfaces(forward, view, torch.zeros(32, 32), K, 0.3), forward)  # sky
+    rise = move(0.0, 0.5, 1.0)                                                   # up and forward: only the walk stops
+    out = walk(stop_at_surfaces(rise, view, wall, K, 0.3))
+    assert float(out[2]) == pytest.approx(float(walk(rise)[2]), abs=1e-4)
