@@ -168,7 +168,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="default onnx-int8: the student's steps quantized (ranges beside its weights); "
                    "onnx with --world")
     p.add_argument("--size", type=int, default=None, help="frame size (square, a multiple of 16; default "
-                   "128, or 64 with --world)")
+                   "128, or with --world the size of the world model's start frames)")
     p.add_argument("--fps", type=float, default=d.fps, help="target frame rate of the engine (or world model)")
     p.add_argument("--max-sessions", type=int, default=d.max_sessions)
     p.add_argument("--token", default=os.environ.get("ALAYA_TOKEN"), help="require ?token=... (or $ALAYA_TOKEN)")
