@@ -146,25 +146,26 @@ class SceneMemory:
         if cand is not None:
             front = front_surface(cand, n, self.config.depth_tolerance)
             self._last = (self._last[0], cand, front)
-            b = front.band.nonzero().squeeze(1)
-            on = lambda x: x.index_select(0, b)                                 # noqa: E731
-            # (radius at least a pixel: the sub-pixel points in a pixel are averaged; less 5%: a
-            # neighbour one pixel away at the inserting view weighs nothing, though a one-sided
-            # step on a slanted surface projects to a little more than one pixel)
-            tent = self.config.tent
-            rx, ry = (on(cand.rx) * tent).clamp(min=1.0), (on(cand.ry) * tent).clamp(min=1.0)
-            w = (0.95 - on(cand.ex) / rx).clamp(min=0) * (0.95 - on(cand.ey) / ry).clamp(min=0)
-            w = torch.where(on(cand.covers) & (w == 0), torch.full_like(w, 1e-6), w)
-            pix = on(cand.pix)
             hit = front.index >= 0
-            total = torch.zeros(n).index_add_(0, pix, w)
-            rgb.index_add_(0, pix, w[:, None] * self.rgb.index_select(0, on(cand.point)).float())
-            rgb = torch.where(hit[:, None], rgb / (255 * total.clamp(min=1e-30))[:, None], torch.zeros(()))
+            tent = self.config.tent
             if tent == 0:                   # the winner's colour alone
                 won = front.index.clamp(min=0)
                 rgb = torch.where(hit[:, None], self.rgb.index_select(0, won).float() / 255, torch.zeros(()))
+            else:
+                b = front.band.nonzero().squeeze(1)
+                on = lambda x: x.index_select(0, b)                             # noqa: E731
+                # (radius at least a pixel: the sub-pixel points in a pixel are averaged; less 5%: a
+                # neighbour one pixel away at the inserting view weighs nothing, though a one-sided
+                # step on a slanted surface projects to a little more than one pixel)
+                rx, ry = (on(cand.rx) * tent).clamp(min=1.0), (on(cand.ry) * tent).clamp(min=1.0)
+                w = (0.95 - on(cand.ex) / rx).clamp(min=0) * (0.95 - on(cand.ey) / ry).clamp(min=0)
+                w = torch.where(on(cand.covers) & (w == 0), torch.full_like(w, 1e-6), w)
+                pix = on(cand.pix)
+                total = torch.zeros(n).index_add_(0, pix, w)
+                rgb.index_add_(0, pix, w[:, None] * self.rgb.index_select(0, on(cand.point)).float())
+                rgb = torch.where(hit[:, None], rgb / (255 * total.clamp(min=1e-30))[:, None], torch.zeros(()))
             depth, coverage = front.depth, hit.float()
-        if self.dome is not None:       # the sky where no point covers, this far away
+        if self.dome is not None and bool((coverage == 0).any()):   # the sky where no point covers, this far away
             sky_rgb, sky_covered = self.dome.render(K, w2c, H, W)
             fill = (coverage == 0) & (sky_covered.reshape(-1) > 0)
             rgb = torch.where(fill[:, None], sky_rgb.reshape(3, -1).T, rgb)

@@ -28,14 +28,11 @@ import torch
 import torch.nn.functional as F
 
 from alaya.models.memory_checks import check_camera, check_frame, check_size
-
-_GL = torch.diag(torch.tensor([1.0, -1.0, -1.0]))     # pixel rays (x right, y down, z ahead) to OpenGL camera space
-
+from alaya.models.memory_geometry import camera_points
 
 def pixel_directions(K: torch.Tensor, world_to_camera: torch.Tensor, H: int, W: int) -> torch.Tensor:
     """(3, H * W) unit world directions of the rays through the pixel centres."""
-    ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
-    rays = _GL @ torch.linalg.inv(K.float()) @ torch.stack([xs.flatten(), ys.flatten(), torch.ones(H * W)])
+    rays = camera_points(torch.ones(H, W), K).reshape(3, -1).float()      # at unit depth along the view axis
     world = world_to_camera[:3, :3].float().T @ rays
     return world / world.norm(dim=0, keepdim=True)
 
