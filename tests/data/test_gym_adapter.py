@@ -15,7 +15,8 @@ from gymnasium import spaces
 
 from alaya.data.actions import action_vector
 from alaya.data.episodes import EpisodeDataset, read_meta, validate_episodes
-from alaya.data.gym_adapter import ACTION_MAPS, BoxNavigationMap, _json_row, action_map_from_json, record_gym
+from alaya.data.gym_actions import ACTION_MAPS, BoxNavigationMap, _json_row, action_map_from_json
+from alaya.data.gym_adapter import record_gym
 from alaya.data.recorder import RecordError, fit_frame
 
 
