@@ -78,6 +78,9 @@ class SceneMemoryConfig:
                                    # that moved); off for generated frames, whose depth is a guess
     tent: float = 1.0              # the colour blend's reach, times a point's projected extent
                                    # (0: the z-buffer winner's colour alone, crisp where magnified)
+    tent_min_radius: float = 1.0   # the blend's smallest half-width, pixels: 1 blends a view's sub-pixel
+                                   # shift like bilinear resampling (softer), 0.5 keeps each pixel's own
+                                   # points (as sharp as the frame; the magnified still blend over tent)
     sky_dome: float = 0.0          # > 0: depths at or beyond this many metres are sky, kept by direction
                                    # in a SkyDome and drawn this far away where no point covers
     sky_cells_per_degree: float = 3.0   # the dome's panorama resolution
@@ -89,6 +92,8 @@ class SceneMemoryConfig:
         for name in ("max_distance", "max_age", "footprint", "depth_tolerance", "near", "sky_cells_per_degree"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"{name}: must be > 0, got {getattr(self, name)!r}")
+        if not 0.5 <= float(self.tent_min_radius) <= 1.0:
+            raise ValueError(f"tent_min_radius: must be in [0.5, 1] pixels, got {self.tent_min_radius!r}")
         if not float(self.tent) >= 0:
             raise ValueError(f"tent: must be >= 0 (0: the winner's colour alone), got {self.tent!r}")
         if not float(self.sky_dome) >= 0:
@@ -157,7 +162,8 @@ class SceneMemory:
                 # (radius at least a pixel: the sub-pixel points in a pixel are averaged; less 5%: a
                 # neighbour one pixel away at the inserting view weighs nothing, though a one-sided
                 # step on a slanted surface projects to a little more than one pixel)
-                rx, ry = (on(cand.rx) * tent).clamp(min=1.0), (on(cand.ry) * tent).clamp(min=1.0)
+                r0 = self.config.tent_min_radius
+                rx, ry = (on(cand.rx) * tent).clamp(min=r0), (on(cand.ry) * tent).clamp(min=r0)
                 w = (0.95 - on(cand.ex) / rx).clamp(min=0) * (0.95 - on(cand.ey) / ry).clamp(min=0)
                 w = torch.where(on(cand.covers) & (w == 0), torch.full_like(w, 1e-6), w)
                 pix = on(cand.pix)

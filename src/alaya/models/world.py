@@ -98,6 +98,8 @@ class WorldModelConfig:
                                          # (a backdrop that turns with the view), else the sky is not stored
     memory_tent: float = 1.0             # the memory render's colour blend (SceneMemoryConfig.tent: 1 the
                                          # points' full extent, smaller crisper where a view is magnified)
+    memory_tent_min_radius: float = 1.0  # ... its smallest half-width in pixels (SceneMemoryConfig.tent_min_radius:
+                                         # 1 blends a sub-pixel shift like bilinear resampling, 0.5 keeps it sharp)
     memory_sky_dome: bool = False        # with memory_sky_depth: the sky kept by direction (SkyDome: it
                                          # turns with the view, walking does not move it), not as points
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest
