@@ -1,17 +1,12 @@
 """The scene memory against the engine: what it stores, it shows again from where it was seen, hides
 what is behind, forgets in order, and never grows past its capacity."""
 
-import math
-
 import numpy as np
 import pytest
 import torch
 
-from alaya.engine.game import GameConfig, GameStream
-from alaya.engine.styles import get_style
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
-
-SIZE = 64
+from memory_shots import SIZE, held_game, moved, psnr, shot
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -19,33 +14,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def game():
-    g = GameStream(5, GameConfig(size=SIZE, warmup_frames=30))
-    g.step()
-    yield g
-    g.close()
-
-
-def shot(game, view: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
-    """The engine's frame from ``view`` with the world held still: rgb (3, H, W) in [0, 1], depth."""
-    depth = game.raster.render(game.world.geom_matrices(), view.astype(np.float32))["depth"]
-    rgb = game.reference.render(get_style("clear_noon"), view.astype(np.float32))
-    return torch.from_numpy(rgb).permute(2, 0, 1).float() / 255, depth
-
-
-def moved(view: np.ndarray, right: float = 0.0, turn_degrees: float = 0.0) -> np.ndarray:
-    """``view`` with the camera moved ``right`` metres along its x axis, then turned left about its y axis."""
-    shift = np.eye(4)
-    shift[0, 3] = -right
-    a = math.radians(turn_degrees)
-    turn = np.eye(4)
-    turn[[0, 0, 2, 2], [0, 2, 0, 2]] = [math.cos(a), -math.sin(a), math.sin(a), math.cos(a)]
-    return turn @ shift @ view.astype(np.float64)
-
-
-def psnr(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
-    m = mask.bool().expand_as(a)
-    mse = float(((a - b)[m] ** 2).mean())
-    return 100.0 if mse == 0 else 10 * math.log10(1 / mse)
+    yield from held_game()
 
 
 def seen_from(depth: np.ndarray, view: np.ndarray, depth_then: np.ndarray, view_then: np.ndarray,
@@ -356,57 +325,3 @@ def test_bad_inputs_name_the_argument(name, change, match):
         memory.render(K8, at(), 0, 8)
     with pytest.raises(ValueError, match="max_points"):
         SceneMemoryConfig(max_points=0)
-
-
-def test_a_smaller_tent_keeps_magnified_edges_crisper_and_the_inserting_view_exact(game):
-    """Walked up to, a tent of 0.5 or 0 blends fewer magnified points: more of the frame's
-    high frequencies (Laplacian variance) come back than with the full tent; at the inserting
-    view every tent gives the frame back (to its uint8 colours)."""
-    view, K = game.world_to_camera, game.K
-    rgb, depth = shot(game, view)
-    near = moved(view)
-    near[2, 3] += 2.0                                        # 2 m ahead
-    lap = torch.tensor([[[[0.0, 1, 0], [1, -4, 1], [0, 1, 0]]]])
-    energy = {}
-    for tent in (1.0, 0.5, 0.0):
-        memory = SceneMemory(SceneMemoryConfig(tent=tent))
-        memory.insert(rgb, depth, K, view, time=0)
-        same = memory.render(K, view, SIZE, SIZE)
-        covered = same.coverage.bool()
-        assert psnr(same.rgb, rgb, covered) >= 45.0          # (uint8 colours)
-        r = memory.render(K, near, SIZE, SIZE)
-        inner = -torch.nn.functional.max_pool2d(-r.coverage[None], 3, 1, 1)[0, 0, 1:-1, 1:-1] > 0   # not hole edges
-        energy[tent] = float(torch.nn.functional.conv2d(r.rgb.mean(0)[None, None], lap)[0, 0][inner].var())
-    assert energy[0.0] > energy[0.5] > 1.3 * energy[1.0]
-    with pytest.raises(ValueError, match="tent"):
-        SceneMemoryConfig(tent=-1.0)
-
-
-def test_a_half_pixel_tent_keeps_a_step_forward_as_sharp_as_the_engine(game):
-    """One walking frame's step (0.1 m) shifts most pixels by a fraction of a pixel: a tent at least
-    a pixel wide blends each pixel's nearest points (bilinear resampling, softer than the engine's
-    frame); a half-pixel smallest radius keeps each pixel's own point, so the render keeps the
-    engine's high frequencies, and it is no further from the engine's frame."""
-    view, K = game.world_to_camera, game.K
-    rgb, depth = shot(game, view)
-    ahead = moved(view)
-    ahead[2, 3] += 0.1
-    truth, _ = shot(game, ahead)
-    lap = torch.tensor([[[[0.0, 1, 0], [1, -4, 1], [0, 1, 0]]]])
-    energy = lambda x, m: float(torch.nn.functional.conv2d(x.mean(0)[None, None], lap)[0, 0][m].var())  # noqa: E731
-    got = {}
-    for r0 in (1.0, 0.5):
-        memory = SceneMemory(SceneMemoryConfig(tent=0.5, tent_min_radius=r0))
-        memory.insert(rgb, depth, K, view, time=0)
-        r = memory.render(K, ahead, SIZE, SIZE)
-        inner = -torch.nn.functional.max_pool2d(-r.coverage[None], 3, 1, 1)[0, 0, 1:-1, 1:-1] > 0
-        got[r0] = energy(r.rgb, inner), psnr(r.rgb, truth, r.coverage.bool()), energy(truth, inner)
-    (soft, psnr_soft, real), (sharp, psnr_sharp, _) = got[1.0], got[0.5]
-    assert soft < 0.85 * real
-    assert sharp > 1.1 * soft and 0.85 * real < sharp < 1.1 * real
-    assert psnr_sharp > psnr_soft - 0.5
-    with pytest.raises(ValueError, match="tent_min_radius"):
-        SceneMemoryConfig(tent_min_radius=0.25)
-    from alaya.train.world_memory import memory_key          # caches rendered before the field keep their key
-    assert memory_key(SceneMemoryConfig(tent_min_radius=1.0), 25.0) == memory_key(SceneMemoryConfig(), 25.0)
-    assert memory_key(SceneMemoryConfig(tent_min_radius=0.5), 25.0) != memory_key(SceneMemoryConfig(), 25.0)

@@ -101,6 +101,7 @@ def splat_candidates(xyz: torch.Tensor, tangents: torch.Tensor, c, K: torch.Tens
     pick = lambda x: x.index_select(0, at)                              # noqa: E731
     return Candidates(pix, pick(idx), pick(depth), ex, ey, covers, pick(extent), pick(rx), pick(ry))
 
+
 def front_surface(cand: Candidates, n_pix: int, depth_tolerance: float) -> Front:
     """The z-buffer: the nearest covering depth per pixel, the candidates within
     ``depth_tolerance`` of it (one surface), and among those the covering one nearest the centre."""

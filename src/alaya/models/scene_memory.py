@@ -159,9 +159,9 @@ class SceneMemory:
             else:
                 b = front.band.nonzero().squeeze(1)
                 on = lambda x: x.index_select(0, b)                             # noqa: E731
-                # (radius at least a pixel: the sub-pixel points in a pixel are averaged; less 5%: a
-                # neighbour one pixel away at the inserting view weighs nothing, though a one-sided
-                # step on a slanted surface projects to a little more than one pixel)
+                # (radius at least tent_min_radius: the sub-pixel points in a pixel are averaged; less
+                # 5%: a neighbour one pixel away at the inserting view weighs nothing, though a
+                # one-sided step on a slanted surface projects to a little more than one pixel)
                 r0 = self.config.tent_min_radius
                 rx, ry = (on(cand.rx) * tent).clamp(min=r0), (on(cand.ry) * tent).clamp(min=r0)
                 w = (0.95 - on(cand.ex) / rx).clamp(min=0) * (0.95 - on(cand.ey) / ry).clamp(min=0)
