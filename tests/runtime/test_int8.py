@@ -134,7 +134,7 @@ def test_bad_ranges_are_named(folders, frames, tmp_path):
 def test_torch_threads_limits_the_calling_thread_only_and_restores_it():
     import threading
 
-    from alaya.runtime.backends import torch_threads
+    from alaya.runtime.onnx_backend import torch_threads
     before = torch.get_num_threads()
     seen = {}
     inside, release = threading.Barrier(2), threading.Event()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from alaya.runtime import onnx_cache
-from alaya.runtime.backends import OnnxBackend
+from alaya.runtime.onnx_backend import OnnxBackend
 from tiny_models import tiny_flash_modules
 
 
@@ -31,7 +31,7 @@ def test_a_second_backend_loads_the_cached_graphs_without_exporting(cache, monke
 
     def no_export(*args, **kwargs):
         raise AssertionError("exported again")
-    monkeypatch.setattr("alaya.runtime.backends.export_onnx", no_export)
+    monkeypatch.setattr("alaya.runtime.onnx_backend.export_onnx", no_export)
     second = OnnxBackend.from_modules(student, enc, dec, 32)
     z = torch.randn(1, student.config.latent_channels, 4, 4)
     features = torch.randn(1, student.config.widths[0], 4, 4)

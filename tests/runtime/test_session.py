@@ -128,7 +128,7 @@ def test_stream_and_context_graphs_compute_the_torch_functions(frames, tmp_path)
     frame's own features in one run) and context graph (the warp and the context's features)
     against ``gbuffer_condition`` / ``context_condition`` in torch around the torch frame network,
     with a non-zero context that the motion moves; and the two parts add up to ``condition``."""
-    from alaya.runtime.backends import ONNX_TOLERANCE, OnnxBackend
+    from alaya.runtime.onnx_backend import ONNX_TOLERANCE, OnnxBackend
     from alaya.models.student import latent_flow, warp_context
     s = session()
     student, enc, dec = tiny_flash_modules()
@@ -161,7 +161,7 @@ def _gbuffer_x(inputs):
 
 
 def test_onnx_backend_matches_torch(frames, tmp_path):
-    from alaya.runtime.backends import ONNX_TOLERANCE
+    from alaya.runtime.onnx_backend import ONNX_TOLERANCE
     t_sess, o_sess = session(), session(backend="onnx", onnx_folder=str(tmp_path))
     for f in frames[:4]:
         zt, zo = t_sess.step_latent(f), o_sess.step_latent(f)
@@ -202,7 +202,7 @@ def test_onnx_modulations_are_computed_once_per_prompt(frames):
     """The sample graph reads the prompt's modulations (each adaptive norm's gain and shift for
     each step), computed by the modulation graph once per prompt and kept for the backend's
     MOD_CACHE most recent prompts; prompt switches mid-stream still follow torch."""
-    from alaya.runtime.backends import ONNX_TOLERANCE
+    from alaya.runtime.onnx_backend import ONNX_TOLERANCE
     t_sess, o_sess = session(), session(backend="onnx")
     backend = o_sess.backend.for_frame(32, 32)            # built at the first frame otherwise
     backend.MOD_CACHE = 2
@@ -263,14 +263,14 @@ def test_view_student_reads_the_camera_from_frames_or_the_session(frames, tiny_d
     assert not np.array_equal(unknown, seen)
     s = view_session()                                       # still chunking-invariant
     assert np.array_equal(np.concatenate([s.run(with_camera[:1]), s.run(with_camera[1:])]), seen)
-    from alaya.runtime.backends import ONNX_TOLERANCE
+    from alaya.runtime.onnx_backend import ONNX_TOLERANCE
     t_sess, o_sess = view_session(), view_session(backend="onnx", onnx_folder=str(tmp_path))
     for f in with_camera:
         assert torch.allclose(t_sess.step_latent(f), o_sess.step_latent(f), atol=ONNX_TOLERANCE)
 
 
 def test_onnx_sessions_with_other_step_counts_loop_over_the_step_graph(frames):
-    from alaya.runtime.backends import ONNX_TOLERANCE
+    from alaya.runtime.onnx_backend import ONNX_TOLERANCE
     t_sess, o_sess = session(steps=2), session(backend="onnx", steps=2)
     for f in frames[:3]:
         assert torch.allclose(t_sess.step_latent(f), o_sess.step_latent(f), atol=ONNX_TOLERANCE)
@@ -281,7 +281,8 @@ def test_one_make_backend_checks_names_ranges_and_sizes_for_sessions_and_factori
     """``make_backend`` is where a backend is built and checked, for a session's own backend
     (exported per frame size met) and a factory's shared one (built for one size)."""
     from alaya.runtime import SessionFactory
-    from alaya.runtime.backends import OnnxBackend, OnnxBackends, TorchBackend
+    from alaya.runtime.backends import OnnxBackends, TorchBackend
+    from alaya.runtime.onnx_backend import OnnxBackend
     student, enc, dec = tiny_flash_modules()
     with pytest.raises(ValueError, match="backend must be one of"):
         make_backend("tensorrt", student, enc, dec)

@@ -8,7 +8,7 @@ from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ActionError, action_vector
 from alaya.models.world import WorldModel, WorldModelConfig
-from alaya.runtime.backends import ONNX_TOLERANCE
+from alaya.runtime.onnx_backend import ONNX_TOLERANCE
 from alaya.runtime.world_session import WorldSession, load_start_frames
 
 SIZE = 32

@@ -23,8 +23,8 @@ from alaya.data.dataset import ClipDataset
 from alaya.models.student import Student
 from alaya.paths import default_weights
 from alaya.renderers.student import StudentRenderer
-from alaya.runtime.backends import OnnxBackend
 from alaya.runtime.int8 import measure_ranges, save_ranges
+from alaya.runtime.onnx_backend import OnnxBackend
 
 
 class _RecordingBackend(OnnxBackend):

@@ -29,7 +29,8 @@ from alaya.codecs.guided import GuidedDecoder, load_decoder
 from alaya.codecs.tiny import TinyDecoder, TinyGBufferEncoder
 from alaya.models.student import Student
 from alaya.paths import default_weights
-from alaya.runtime.backends import Backend, FullCodecBackend, make_backend
+from alaya.runtime.backend_base import Backend
+from alaya.runtime.backends import FullCodecBackend, make_backend
 from alaya.runtime.int8 import with_ranges
 from alaya.runtime.session import FRAME_KEYS, RenderSession
 from alaya.text import PromptEncoder

@@ -4,7 +4,8 @@
 ``context`` (the past warped into the frame and added to them, ``context_condition``), ``frame`` (the features from the G-buffer input), ``step`` (one student step), ``modulation``
 (a prompt's adaptive-norm gains and shifts for the unrolled steps), ``sample`` (a frame's steps
 unrolled) and ``decode`` (the tiny streaming decoder): ``export_onnx`` writes them for one frame
-size; ``alaya.runtime.backends`` runs them (``OnnxBackend``) or calls the same modules in torch.
+size; ``OnnxBackend`` (``alaya.runtime.onnx_backend``) runs them, ``TorchBackend``
+(``alaya.runtime.backends``) calls the same modules in torch.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ import torch
 from alaya.codecs.gbuffer import MODALITIES, as_tensor, camera_inputs, camera_view, check_gbuffer, decoder_guide
 from alaya.diffusion.flow import time_grid
 from alaya.models.student import push_context
-from alaya.runtime.backends import Backend
+from alaya.runtime.backend_base import Backend
 from alaya.text import PromptEncoder
 
 FRAME_KEYS = ("depth", "normal", "albedo", "roughness", "metallic", "motion")

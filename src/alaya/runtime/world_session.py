@@ -55,7 +55,8 @@ from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
 from alaya.models.world import WorldModel
 from alaya.paths import default_weights
-from alaya.runtime.backends import BACKENDS, Backend, make_backend
+from alaya.runtime.backend_base import Backend
+from alaya.runtime.backends import BACKENDS, make_backend
 from alaya.text import PromptEncoder
 
 
