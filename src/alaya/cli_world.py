@@ -65,7 +65,8 @@ def train_world_from_args(a: argparse.Namespace, train):
         unroll_still_prob=a.unroll_still_prob, reset_prob=a.reset_prob,
         memory_cached_only=a.memory_cached_only, depth_weight=a.depth_weight, gate_weight=a.gate_weight,
         camera_motion=a.camera_motion, memory_degrade=a.memory_degrade, memory_rollout=a.memory_rollout,
-        memory_rollout_prob=a.memory_rollout_prob, adversarial_weight=a.adversarial_weight,
+        memory_rollout_prob=a.memory_rollout_prob, action_focus=a.action_focus, action_focus_span=a.action_focus_span,
+        adversarial_weight=a.adversarial_weight,
         adversarial_start=a.adversarial_start, train=train))
 
 
@@ -318,5 +319,10 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--memory-degrade", type=float, default=0.0,
                     help="world --memory: share of samples whose memory shows, at a random side, what play's memory "
                          "holds there (the model's own blurred, misplaced, pinholed frames)")
+    tr.add_argument("--action-focus", type=float, default=0.0,
+                    help="world --memory: share of the trained frames drawn from the frames just after a one-shot "
+                         "action (jump, attack, spell, summon), whose effects uniform draws rarely show")
+    tr.add_argument("--action-focus-span", type=int, default=12,
+                    help="world --action-focus: frames from the one-shot action on that count as just after it")
     tr.add_argument("--memory-cached-only", action="store_true",
                     help="world --memory: train on the episodes whose memory renders are cached, render no more")

@@ -161,6 +161,7 @@ def test_memory_training_runs_resumes_and_saves(episodes, tmp_path):
     run = tmp_path / "run"
     cfg = WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=TINY, error_prob=0.0,
                            still_prob=0.3, reset_prob=0.3, memory_degrade=0.5, memory_rollout=2, memory_rollout_prob=0.5,
+                           action_focus=0.5,
                            val_batches=1, val_batch_size=4,
                            train=TrainConfig(run_dir=str(run), steps=2, batch_size=4, log_every=1, val_every=2,
                                              ckpt_every=2, progress=False))

@@ -96,6 +96,9 @@ class WorldTrainConfig:
     memory_rollout: int = 0              # memory model: the model plays up to this many frames (its own frames
                                          # then fill the memory's holes and the context) before the trained one
     memory_rollout_prob: float = 0.5     # ... on this share of the steps (world_memory_rollout)
+    action_focus: float = 0.0            # memory model: share of the trained frames drawn from the
+    action_focus_span: int = 12          # ... this many frames from a one-shot action on (its blade, orb or
+                                         # summoned body in view; world_data.draw_frames); 0: uniform
     depth_weight: float = 1.0            # memory model: loss weights of the disparity and gate channels
     gate_weight: float = 0.5
     memory_styles: int = 1               # memory model: styles with memory renders (the first ones; ~30 ms a frame each)
@@ -110,6 +113,12 @@ class WorldTrainConfig:
     val_batch_size: int = 32             # ... of this size
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/world", batch_size=32,
                                                                    lr=5e-4, ema=0.999))
+
+    def __post_init__(self):
+        if not 0.0 <= self.action_focus <= 1.0:
+            raise ValueError(f"action_focus must be in [0, 1], got {self.action_focus}")
+        if self.action_focus_span < 1:
+            raise ValueError(f"action_focus_span must be at least 1, got {self.action_focus_span}")
 
 
 def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, T: int):

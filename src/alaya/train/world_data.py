@@ -18,6 +18,7 @@ from tqdm import tqdm
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.latent_cache import codec_id
 from alaya.codecs.patch import PatchCodec
+from alaya.data.actions import ONE_SHOT
 from alaya.data.episodes import EpisodeDataset, view_pitch_degrees
 from alaya.diffusion.flow import logit_normal_t, with_share_at_one
 from alaya.io import atomic_save_tensors
@@ -116,6 +117,25 @@ def action_rows(data: LatentEpisodes, e, n, history: int) -> torch.Tensor:
     has no action that led to it)."""
     return torch.stack([torch.where(torch.from_numpy(n - a >= 1)[:, None], data.actions[e, np.maximum(n - a, 0)],
                                     torch.zeros(len(e), data.actions.shape[-1])) for a in range(history)], 1)
+
+
+def draw_frames(data: LatentEpisodes, rng: np.random.Generator, e, low: int, T: int, focus: float = 0.0,
+                span: int = 12) -> np.ndarray:
+    """Frame indices (B,) in [low, T) of episodes ``e``, uniform; on a share ``focus`` of them,
+    one of the ``span`` frames from a one-shot action on (``ONE_SHOT``), where the episode has
+    one: a one-shot action is ~1% of recorded rows, and what it shows (a blade, an orb, a body
+    falling into place) lasts a few frames, too rare in uniform draws to be learned. ``focus``
+    0 draws exactly as ``rng.integers(low, T)`` does."""
+    n = rng.integers(low, T, size=len(e))
+    if focus <= 0:
+        return n
+    shots = (data.actions[:, :, -len(ONE_SHOT):] != 0).any(-1).numpy()
+    for b in np.flatnonzero(rng.random(len(e)) < focus):
+        frames = (np.flatnonzero(shots[e[b]])[:, None] + np.arange(span)).ravel()
+        frames = frames[(frames >= low) & (frames < T)]
+        if frames.size:
+            n[b] = rng.choice(frames)
+    return n
 
 
 def frame_pitch(data: LatentEpisodes, e, n) -> torch.Tensor | None:

@@ -41,7 +41,8 @@ from alaya.models.memory_conditioning import (as_context, frame_as_memory, frame
 from alaya.models.memory_geometry import fill_pinholes
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_critic import adversarial_losses, critic_of, one_step_frames, world_of
-from alaya.train.world_data import LatentEpisodes, action_rows, add_context_noise, frame_pitch, training_times
+from alaya.train.world_data import (LatentEpisodes, action_rows, add_context_noise, draw_frames, frame_pitch,
+                                    training_times)
 from alaya.train.world_memory import MemoryEpisodes
 from alaya.train.world_memory_rollout import rollout_batch
 
@@ -57,7 +58,8 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
     m = cfg.model
     B, K = len(e), m.context
     start = rng.random(B) < cfg.start_fraction
-    n = np.where(start, rng.integers(1, K + 1, size=B), rng.integers(1, T, size=B))
+    n = np.where(start, rng.integers(1, K + 1, size=B), draw_frames(data, rng, e, 1, T, cfg.action_focus,
+                                                                    cfg.action_focus_span))
     still = rng.random(B) < cfg.still_prob
     reset = ~still & (rng.random(B) < cfg.reset_prob)
     fixed = still | reset

@@ -27,7 +27,7 @@ from alaya.models.memory_conditioning import as_context, generated_insert, memor
 from alaya.models.memory_geometry import fill_pinholes
 from alaya.models.scene_memory import SceneMemory
 from alaya.models.student import push_context
-from alaya.train.world_data import LatentEpisodes, action_rows, frame_pitch
+from alaya.train.world_data import LatentEpisodes, action_rows, draw_frames, frame_pitch
 from alaya.train.world_memory import MemoryEpisodes
 
 
@@ -45,7 +45,7 @@ def rollout_batch(core, data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.
     after the model played frames m ... n-1 (module docstring)."""
     m = cfg.model
     B, K = len(e), m.context
-    n = rng.integers(rollout + 1, T, size=B)
+    n = draw_frames(data, rng, e, rollout + 1, T, cfg.action_focus, cfg.action_focus_span)
     first = n - rollout
     ctx, valid = mem.context(data, e, st, first, K)
     rgb0, cov0, depth0 = mem.renders.get(e, st, first)
