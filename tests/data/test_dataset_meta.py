@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from alaya.data.dataset import (
-    ClipDataset, DatasetMeta, MetaError, read_meta, split_for_seed, write_meta,
+    ClipDataset, DatasetMeta, read_meta, split_for_seed, write_meta,
 )
+from alaya.data.meta_files import MetaError
 from alaya.data.synthetic import synthetic_meta, write_synthetic_dataset
 
 

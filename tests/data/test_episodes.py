@@ -12,7 +12,8 @@ import pytest
 from alaya.data import recorder as recorder_mod
 from alaya.data.actions import action_vector
 from alaya.data.clipio import ClipError, write_npz
-from alaya.data.dataset import MetaError, split_for_seed
+from alaya.data.dataset import split_for_seed
+from alaya.data.meta_files import MetaError
 from alaya.data.episodes import (
     EPISODES_DIR, EPISODES_FILE, EpisodeDataset, episode_split, read_episode, read_meta,
     validate_episodes, write_episode,
@@ -337,7 +338,7 @@ def test_every_episodes_json_problem_in_one_read(tmp_path: Path) -> None:
 
 
 def test_write_start_frames(tmp_path: Path) -> None:
-    from alaya.data.episodes import write_start_frames
+    from alaya.data.start_frames import write_start_frames
     from alaya.runtime.world_session import load_start_frames
     rec = _recorder(tmp_path / "data")
     for seed in (1, 2, 3, 10):                        # seeds 2 and 10 are test episodes

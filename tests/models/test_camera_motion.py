@@ -104,7 +104,7 @@ def test_gl_to_cv_flips_y_and_z():
 
 
 def test_poses_chain_the_steps_from_a_level_start():
-    from alaya.data.episodes import view_pitch_degrees
+    from alaya.data.geometry import view_pitch_degrees
     motion = CameraMotion(CameraMotionConfig(hidden=16))
     with torch.no_grad():
         motion.net[-1].bias.copy_(torch.tensor([0.0, 0.2, 0.0, 0.0, 0.0, 0.5]))   # a constant turn and step

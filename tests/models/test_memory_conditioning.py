@@ -286,7 +286,8 @@ def test_the_sky_can_go_in_as_a_far_backdrop():
 
 
 def test_start_frames_ship_their_recorded_depth(episodes, tmp_path):
-    from alaya.data.episodes import EpisodeDataset, write_start_frames
+    from alaya.data.episodes import EpisodeDataset
+    from alaya.data.start_frames import write_start_frames
     from alaya.runtime.world_session import load_start_depths, load_start_frames
     paths = write_start_frames(episodes, tmp_path, count=2, split="train")
     frames, depths = load_start_frames(tmp_path, 32), load_start_depths(tmp_path, 32)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from alaya.data.actions import NavigationScale, action_vector
-from alaya.data.episodes import view_pitch_degrees
+from alaya.data.geometry import view_pitch_degrees
 from alaya.engine.game import GameConfig, GameStream
 from alaya.engine.interactive import InteractiveConfig
 from alaya.models.view_warp import (advance_pose, camera_rotation, dead_reckon, pinhole, relative_pose, turn_rotation,

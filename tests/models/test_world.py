@@ -162,7 +162,7 @@ def test_ground_warp_trains_from_the_recorded_pitch(episodes, encoder, tmp_path)
     """The episodes' camera poses give every frame's pitch (the game's), which a ground-warp model
     trains with; data without poses is refused by name."""
     from alaya.data.episodes import EpisodeDataset
-    from alaya.data.episodes import view_pitch_degrees
+    from alaya.data.geometry import view_pitch_degrees
     data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
     ep = EpisodeDataset(str(episodes)).load(data.ids[0])
     assert torch.allclose(data.pitch[0], torch.from_numpy(view_pitch_degrees(ep["world_to_camera"])))

@@ -12,121 +12,22 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from alaya.data.clipio import read_clip
 from alaya.data.contract import SCHEMA_VERSION
-from alaya.io import atomic_write_text
+from alaya.data.meta_files import (MISSING, ListedFolder, MetaError, Problems, build_meta, is_int, is_num,
+                                   need, parse_json, read_meta_file, write_meta_file)
 
 META_FILE = "dataset.json"
 CLIPS_DIR = "clips"
 SPLITS = ("train", "val", "test")
 CLIP_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-MISSING: Any = object()     # a field absent from the file (reported once, as 'missing')
-M = TypeVar("M")
-
-
-class MetaError(ValueError):
-    """An invalid ``dataset.json``; the message names the file and the field.
-
-    Raised for the first problem found; ``problems`` holds every problem of the file (this one
-    first), each a ``MetaError`` naming its own field, so one read reports them all.
-    """
-
-    def __init__(self, field: str, message: str, path: str = META_FILE) -> None:
-        self.field = field
-        self.path = path
-        self.problems: list[MetaError] = [self]
-        super().__init__(f"{path}: field '{field}': {message}")
-
-
-class Problems(list):
-    """Collects ``MetaError``s: ``check(fn, *args)`` runs one check and keeps its error, so the
-    checks of independent fields all run. ``raise_first()`` raises the first (``problems`` set)."""
-
-    def check(self, fn: Callable[..., None], *args: Any) -> None:
-        try:
-            fn(*args)
-        except MetaError as e:
-            self.append(e)
-
-    def raise_first(self) -> None:
-        if self:
-            first = self[0]
-            first.problems = list(self)
-            raise first
-
-
-def top_level_fields(data: Any, names: list[str], path: str) -> Problems:
-    """Problems of a parsed JSON file's top level: not an object, unknown and missing fields."""
-    problems = Problems()
-    if not isinstance(data, dict):
-        problems.append(MetaError("<root>", "expected a JSON object", path))
-        return problems
-    problems += [MetaError(k, "unknown field", path) for k in data if k not in names]
-    problems += [MetaError(k, "missing", path) for k in names if k not in data]
-    return problems
-
-
-def parse_json(text: str, path: str) -> Any:
-    """``json.loads``, its error a ``MetaError`` naming the file."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise MetaError("<root>", f"invalid JSON: {e}", path) from e
-
-
-def build_meta(cls: type[M], data: Any, path: str, problems_of: Callable[[M, str], Problems]) -> M:
-    """A meta dataclass from parsed JSON; raises ``MetaError``: the first problem, its
-    ``problems`` listing every one (the top level's, then ``problems_of``'s for the fields present)."""
-    names = [f.name for f in fields(cls)]
-    problems = top_level_fields(data, names, path)
-    if isinstance(data, dict):          # check the fields present, even with others missing
-        meta = cls(**{k: data.get(k, MISSING) for k in names})
-        problems += problems_of(meta, path)
-    problems.raise_first()
-    return meta
-
-
-def write_meta_file(path: Path, meta: Any, problems_of: Callable[[Any, str], Problems]) -> Path:
-    """Validate ``meta`` and write its ``to_json()`` to ``path`` atomically; returns ``path``."""
-    problems_of(meta, str(path)).raise_first()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, meta.to_json())
-
-
-def read_meta_file(path: Path, from_json: Callable[[str, str], M]) -> M:
-    """``from_json`` of a meta file's text; a file that cannot be read is a ``MetaError``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise MetaError("<root>", f"cannot read ({e.strerror or e})", str(path)) from e
-    return from_json(text, str(path))
-
-
-class ListedFolder:
-    """A folder whose meta file lists its entries (``_entries()``: id -> info): ``len``, ``in``,
-    and iteration over ``ids()``, sorted."""
-
-    def _entries(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def ids(self, split: str | None = None) -> list[str]:
-        raise NotImplementedError
-
-    def __len__(self) -> int:
-        return len(self._entries())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.ids())
-
-    def __contains__(self, entry_id: object) -> bool:
-        return entry_id in self._entries()
 
 
 @dataclass
@@ -173,72 +74,59 @@ class DatasetMeta:
         return cls.from_dict(parse_json(text, path), path)
 
 
-def _need(cond: bool, field: str, message: str, path: str) -> None:
-    if not cond:
-        raise MetaError(field, message, path)
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x)
-
-
 def _is_rgb(x: Any, lo: float, hi: float) -> bool:
-    return isinstance(x, list) and len(x) == 3 and all(_is_num(c) and lo <= c <= hi for c in x)
+    return isinstance(x, list) and len(x) == 3 and all(is_num(c) and lo <= c <= hi for c in x)
 
 
 def _validate_style(name: str, style: Any, path: str) -> None:
     f = f"styles.{name}"
-    _need(bool(name), f, "empty style name", path)
-    _need(isinstance(style, dict), f, "expected an object", path)
-    _need(isinstance(style.get("description"), str), f"{f}.description", "expected a string",
-          path)
+    need(bool(name), f, "empty style name", path)
+    need(isinstance(style, dict), f, "expected an object", path)
+    need(isinstance(style.get("description"), str), f"{f}.description", "expected a string",
+         path)
     ph = style.get("phrasings")
-    _need(isinstance(ph, list) and all(isinstance(s, str) and s for s in ph),
-          f"{f}.phrasings", "expected a list of non-empty strings", path)
-    _need(len(ph) >= 3, f"{f}.phrasings", f"expected at least 3 phrasings, got {len(ph)}",
-          path)
+    need(isinstance(ph, list) and all(isinstance(s, str) and s for s in ph),
+         f"{f}.phrasings", "expected a list of non-empty strings", path)
+    need(len(ph) >= 3, f"{f}.phrasings", f"expected at least 3 phrasings, got {len(ph)}",
+         path)
 
 
 def _validate_material(i: int, m: Any, path: str) -> None:
     f = f"materials[{i}]"
-    _need(isinstance(m, dict), f, "expected an object", path)
-    _need(m.get("id") == i + 1 and _is_int(m.get("id")), f"{f}.id",
-          f"ids must be 1, 2, ... in order; expected {i + 1}, got {m.get('id')!r}", path)
-    _need(isinstance(m.get("name"), str) and m["name"] != "", f"{f}.name",
-          "expected a non-empty string", path)
-    _need(_is_rgb(m.get("albedo"), 0.0, 1.0), f"{f}.albedo", "expected [r, g, b] in 0..1",
-          path)
+    need(isinstance(m, dict), f, "expected an object", path)
+    need(m.get("id") == i + 1 and is_int(m.get("id")), f"{f}.id",
+         f"ids must be 1, 2, ... in order; expected {i + 1}, got {m.get('id')!r}", path)
+    need(isinstance(m.get("name"), str) and m["name"] != "", f"{f}.name",
+         "expected a non-empty string", path)
+    need(_is_rgb(m.get("albedo"), 0.0, 1.0), f"{f}.albedo", "expected [r, g, b] in 0..1",
+         path)
     for key in ("roughness", "metallic"):
-        _need(_is_num(m.get(key)) and 0 <= m[key] <= 1, f"{f}.{key}", "expected 0..1", path)
-    _need(_is_rgb(m.get("emission"), 0.0, float("inf")), f"{f}.emission",
-          "expected [r, g, b] >= 0", path)
+        need(is_num(m.get(key)) and 0 <= m[key] <= 1, f"{f}.{key}", "expected 0..1", path)
+    need(_is_rgb(m.get("emission"), 0.0, float("inf")), f"{f}.emission",
+         "expected [r, g, b] >= 0", path)
 
 
 def _validate_split(split: str, ids: Any, clips: dict, seen: dict[str, str], path: str) -> None:
-    _need(isinstance(ids, list), f"splits.{split}", "expected a list of clip ids", path)
+    need(isinstance(ids, list), f"splits.{split}", "expected a list of clip ids", path)
     for cid in ids:
-        _need(isinstance(cid, str) and cid in clips, f"splits.{split}",
-              f"clip {cid!r} is not in 'clips'", path)
-        _need(cid not in seen, f"splits.{split}", f"clip {cid!r} is also in '{seen.get(cid)}'",
-              path)
+        need(isinstance(cid, str) and cid in clips, f"splits.{split}",
+             f"clip {cid!r} is not in 'clips'", path)
+        need(cid not in seen, f"splits.{split}", f"clip {cid!r} is also in '{seen.get(cid)}'",
+             path)
         seen[cid] = split
 
 
 def _validate_clip(cid: str, info: Any, seen: dict[str, str] | None, path: str) -> None:
     f = f"clips.{cid}"
-    _need(bool(CLIP_ID_RE.match(cid)), f, "clip ids must match [A-Za-z0-9][A-Za-z0-9_.-]*",
-          path)
-    _need(isinstance(info, dict), f, "expected an object", path)
-    _need(_is_int(info.get("seed")), f"{f}.seed", "expected an integer", path)
-    _need(isinstance(info.get("rig"), str), f"{f}.rig", "expected a string", path)
-    _need(info.get("split") in SPLITS, f"{f}.split", f"expected one of {list(SPLITS)}", path)
+    need(bool(CLIP_ID_RE.match(cid)), f, "clip ids must match [A-Za-z0-9][A-Za-z0-9_.-]*",
+         path)
+    need(isinstance(info, dict), f, "expected an object", path)
+    need(is_int(info.get("seed")), f"{f}.seed", "expected an integer", path)
+    need(isinstance(info.get("rig"), str), f"{f}.rig", "expected a string", path)
+    need(info.get("split") in SPLITS, f"{f}.split", f"expected one of {list(SPLITS)}", path)
     if seen is not None:                 # None: the splits are broken, reported on their own
-        _need(seen.get(cid) == info["split"], f"{f}.split",
-              f"says {info['split']!r} but splits list it under {seen.get(cid)!r}", path)
+        need(seen.get(cid) == info["split"], f"{f}.split",
+             f"says {info['split']!r} but splits list it under {seen.get(cid)!r}", path)
 
 
 def _clip_problems(meta: DatasetMeta, path: str, problems: Problems) -> None:
@@ -263,7 +151,7 @@ def _clip_problems(meta: DatasetMeta, path: str, problems: Problems) -> None:
 
 def _positive_int(meta: DatasetMeta, key: str, path: str) -> None:
     value = getattr(meta, key)
-    _need(_is_int(value) and value > 0, key, f"expected a positive integer, got {value!r}", path)
+    need(is_int(value) and value > 0, key, f"expected a positive integer, got {value!r}", path)
 
 
 def meta_problems(meta: DatasetMeta, path: str = META_FILE) -> Problems:
@@ -276,16 +164,16 @@ def meta_problems(meta: DatasetMeta, path: str = META_FILE) -> Problems:
         return getattr(meta, key) is not MISSING
 
     if has("schema_version"):
-        p.check(_need, meta.schema_version == SCHEMA_VERSION, "schema_version",
+        p.check(need, meta.schema_version == SCHEMA_VERSION, "schema_version",
                 f"expected {SCHEMA_VERSION}, got {meta.schema_version!r}", path)
     if has("name"):
-        p.check(_need, isinstance(meta.name, str) and meta.name != "", "name",
+        p.check(need, isinstance(meta.name, str) and meta.name != "", "name",
                 "expected a non-empty string", path)
     for key in ("height", "width", "frames"):
         if has(key):
             p.check(_positive_int, meta, key, path)
     if has("fps"):
-        p.check(_need, _is_num(meta.fps) and meta.fps > 0, "fps",
+        p.check(need, is_num(meta.fps) and meta.fps > 0, "fps",
                 f"expected a positive number, got {meta.fps!r}", path)
     if has("styles"):
         if isinstance(meta.styles, dict) and meta.styles:
@@ -301,12 +189,12 @@ def meta_problems(meta: DatasetMeta, path: str = META_FILE) -> Problems:
             p.append(MetaError("materials", "expected a list", path))
     _clip_problems(meta, path, p)
     if has("actions"):
-        p.check(_need, meta.actions is None or (isinstance(meta.actions, list)
-                                                and all(isinstance(a, str) for a in meta.actions)
-                                                and len(meta.actions) > 0),
+        p.check(need, meta.actions is None or (isinstance(meta.actions, list)
+                                               and all(isinstance(a, str) for a in meta.actions)
+                                               and len(meta.actions) > 0),
                 "actions", "expected null or a non-empty list of column names", path)
     if has("generator"):
-        p.check(_need, isinstance(meta.generator, dict), "generator", "expected an object", path)
+        p.check(need, isinstance(meta.generator, dict), "generator", "expected an object", path)
     return p
 
 

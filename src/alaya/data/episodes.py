@@ -34,9 +34,9 @@ import numpy as np
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, ActionError, check_actions
 from alaya.data.clipio import ClipError, check_contract, read_npz, write_npz
-from alaya.data.dataset import (CLIP_ID_RE, MISSING, SPLITS, ListedFolder, MetaError, Problems, build_meta,
-                                parse_json, read_meta_file, split_for_seed, write_meta_file)
-from alaya.io import atomic_path
+from alaya.data.dataset import CLIP_ID_RE, SPLITS, split_for_seed
+from alaya.data.meta_files import (MISSING, ListedFolder, MetaError, Problems, build_meta, is_int, need,
+                                   parse_json, read_meta_file, write_meta_file)
 
 EPISODES_FILE = "episodes.json"
 EPISODES_DIR = "episodes"
@@ -174,34 +174,25 @@ class EpisodesMeta:
         return build_meta(cls, parse_json(text, path), path, meta_problems)
 
 
-def _need(cond: bool, field: str, message: str, path: str) -> None:
-    if not cond:
-        raise MetaError(field, message, path)
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _check_style(name: str, prompts: Any, path: str) -> None:
-    _need(bool(name), "styles", "empty style name", path)
-    _need(isinstance(prompts, list) and len(prompts) > 0
-          and all(isinstance(q, str) and q.strip() for q in prompts), f"styles.{name}",
-          f"expected a non-empty list of non-empty prompt strings, got {prompts!r}", path)
+    need(bool(name), "styles", "empty style name", path)
+    need(isinstance(prompts, list) and len(prompts) > 0
+         and all(isinstance(q, str) and q.strip() for q in prompts), f"styles.{name}",
+         f"expected a non-empty list of non-empty prompt strings, got {prompts!r}", path)
 
 
 def _check_episode_entry(eid: str, info: Any, path: str) -> None:
     f = f"episodes.{eid}"
-    _need(bool(CLIP_ID_RE.match(eid)), f, "episode ids must match [A-Za-z0-9][A-Za-z0-9_.-]*",
-          path)
-    _need(isinstance(info, dict) and sorted(info) == ["frames", "seed", "split"], f,
-          f"expected exactly the keys frames, seed, split, got {info!r}", path)
-    _need(info["split"] in SPLITS, f"{f}.split",
-          f"expected one of {list(SPLITS)}, got {info['split']!r}", path)
-    _need(_is_int(info["frames"]) and info["frames"] > 0, f"{f}.frames",
-          f"expected a positive integer, got {info['frames']!r}", path)
-    _need(info["seed"] is None or _is_int(info["seed"]), f"{f}.seed",
-          f"expected an integer or null, got {info['seed']!r}", path)
+    need(bool(CLIP_ID_RE.match(eid)), f, "episode ids must match [A-Za-z0-9][A-Za-z0-9_.-]*",
+         path)
+    need(isinstance(info, dict) and sorted(info) == ["frames", "seed", "split"], f,
+         f"expected exactly the keys frames, seed, split, got {info!r}", path)
+    need(info["split"] in SPLITS, f"{f}.split",
+         f"expected one of {list(SPLITS)}, got {info['split']!r}", path)
+    need(is_int(info["frames"]) and info["frames"] > 0, f"{f}.frames",
+         f"expected a positive integer, got {info['frames']!r}", path)
+    need(info["seed"] is None or is_int(info["seed"]), f"{f}.seed",
+         f"expected an integer or null, got {info['seed']!r}", path)
 
 
 def meta_problems(meta: EpisodesMeta, path: str = EPISODES_FILE) -> Problems:
@@ -217,7 +208,7 @@ def meta_problems(meta: EpisodesMeta, path: str = EPISODES_FILE) -> Problems:
                            f"expected {SCHEMA_VERSION}, got {meta.schema_version!r}"),
         "kind": (meta.kind == KIND, f"expected {KIND!r}, got {meta.kind!r}"),
         "resolution": (isinstance(meta.resolution, list) and len(meta.resolution) == 2
-                       and all(_is_int(v) and v > 0 for v in meta.resolution),
+                       and all(is_int(v) and v > 0 for v in meta.resolution),
                        f"expected [H, W] with positive integers, got {meta.resolution!r}"),
         "fps": (isinstance(meta.fps, (int, float)) and not isinstance(meta.fps, bool)
                 and bool(np.isfinite(meta.fps)) and meta.fps > 0,
@@ -341,65 +332,3 @@ def validate_episodes(root: str | os.PathLike[str]) -> list[str]:
         except ClipError as e:
             errors.append(str(e))
     return errors
-
-
-STARTS_DIR = "starts"
-
-
-def write_start_frames(root: str | os.PathLike[str], folder: str | os.PathLike[str], count: int = 6,
-                       split: str = "test", style: str | None = None) -> list[Path]:
-    """The start frames of a world model (what ``alaya play --world`` and ``WorldModelEnv`` start
-    a session from): frame 0 (the player's spawn view) of the first ``count`` episodes, by id, of
-    ``split`` (if it has none: val, test, then train) in ``style`` (default: the first
-    style of episodes.json), written as ``<folder>/starts/NN_<episode>_<style>.png`` (atomically),
-    with its recorded depth beside it as ``NN_<episode>_<style>.depth.npy`` (float16 metres, 0 on
-    the sky) where the episode has depth: a memory model starts from it. Start frames already in
-    ``starts/`` are replaced. Returns the PNG paths written."""
-    from PIL import Image
-
-    ds = EpisodeDataset(root)
-    style = style or next(iter(ds.meta.styles))
-    if style not in ds.meta.styles:
-        raise KeyError(f"{Path(root) / EPISODES_FILE}: no style {style!r} (styles: {list(ds.meta.styles)})")
-    order = [split] + [s for s in ("val", "test", "train") if s != split]
-    ids = next((ds.ids(s) for s in order if ds.ids(s)), [])[:count]
-    if not ids:
-        raise ValueError(f"{Path(root) / EPISODES_FILE}: no episodes to take start frames from")
-    out = Path(folder) / STARTS_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    for old in [*out.glob("*.png"), *out.glob("*.depth.npy")]:
-        old.unlink()
-    paths = []
-    for i, eid in enumerate(ids):
-        ep = ds.load(eid)
-        styles = [str(s) for s in ep["styles"]]
-        if style not in styles:
-            raise ClipError(ds.path(eid), "styles", f"no style {style!r} in this episode ({styles})")
-        path = out / f"{i:02d}_{eid}_{style}.png"
-        with atomic_path(path, keep_suffix=True) as tmp:
-            Image.fromarray(ep["rgb"][styles.index(style), 0]).save(tmp)
-        if "depth" in ep:
-            with atomic_path(path.with_suffix(".depth.npy"), keep_suffix=True) as tmp, open(tmp, "wb") as f:
-                np.save(f, np.asarray(ep["depth"][0], np.float16), allow_pickle=False)
-        paths.append(path)
-    return paths
-
-
-def read_start_depth(start: str | os.PathLike[str], size: int | None = None) -> np.ndarray | None:
-    """The recorded depth shipped beside a start frame ``NN_<episode>_<style>.png``
-    (``write_start_frames``' ``.depth.npy``) as float32 (H, W) metres, None if there is none;
-    checked: 2-D, ``size`` x ``size`` if given, finite, >= 0."""
-    f = Path(start).with_suffix(".depth.npy")
-    if not f.exists():
-        return None
-    d = np.load(f, allow_pickle=False).astype(np.float32)
-    if d.ndim != 2 or (size is not None and d.shape != (size, size)) or not np.isfinite(d).all() or (d < 0).any():
-        raise ValueError(f"{f}: expected finite depth >= 0 of shape {(size, size) if size else '(H, W)'}, got {d.shape}")
-    return d
-
-
-def view_pitch_degrees(world_to_camera) -> np.ndarray:
-    """Camera pitch (up positive, degrees) of ``world_to_camera`` view matrices (..., 4, 4) as
-    episodes store them (OpenGL: the camera looks down its -z axis; world z is up)."""
-    forward_z = -np.asarray(world_to_camera, np.float64)[..., 2, 2]
-    return np.degrees(np.arcsin(np.clip(forward_z, -1.0, 1.0))).astype(np.float32)

@@ -136,3 +136,10 @@ def reproject_flow(
     p_prev = np.where(valid[..., None], p_prev, rays @ R.T)
     u, v = pixel_centres(H, W)
     return project(p_prev, K) - np.stack([u, v], axis=-1)
+
+
+def view_pitch_degrees(world_to_camera) -> np.ndarray:
+    """Camera pitch (up positive, degrees) of ``world_to_camera`` view matrices (..., 4, 4) as
+    episodes store them (OpenGL: the camera looks down its -z axis; world z is up)."""
+    forward_z = -np.asarray(world_to_camera, np.float64)[..., 2, 2]
+    return np.degrees(np.arcsin(np.clip(forward_z, -1.0, 1.0))).astype(np.float32)

@@ -14,8 +14,9 @@ import numpy as np
 from tqdm import tqdm
 
 from alaya.data.clipio import ClipError, check_invariants, read_clip
-from alaya.data.dataset import CLIPS_DIR, META_FILE, DatasetMeta, MetaError, read_meta
+from alaya.data.dataset import CLIPS_DIR, META_FILE, DatasetMeta, read_meta
 from alaya.data.episodes import EPISODES_DIR, EPISODES_FILE, validate_episodes
+from alaya.data.meta_files import MetaError
 
 
 def check_against_meta(

@@ -3,7 +3,7 @@ action rows from the same start, rendered at the world model's size in the scene
 the test scenes it starts from.
 
 A test scene is a start frame shipped beside the weights (``<weights>/starts/NN_<episode>_<style>.png``,
-what ``alaya play --world`` starts from; ``alaya.data.episodes.write_start_frames`` names them):
+what ``alaya play --world`` starts from; ``alaya.data.start_frames.write_start_frames`` names them):
 frame 0 of a recorded test episode, whose world seed is the episode's (``episodes.json``, or
 the recorder's ``ep<seed>`` name). The game's own frame 0 of that seed and style is checked
 against the shipped one (``Scene.start_psnr``, 100 when identical); at another size than the
@@ -82,7 +82,7 @@ def start_scenes(weights: str | os.PathLike[str], size: int, data: str | os.Path
     start frame: the shipped one at ``size``, else the game's frame 0, with its depth (the
     shipped ``.depth.npy`` beside the shipped frame, else the game's; ``start_depth=False``: none,
     the session predicts it)."""
-    from alaya.data.episodes import read_start_depth
+    from alaya.data.start_frames import read_start_depth
     from alaya.engine.styles import get_style
     paths = sorted((Path(weights) / "starts").glob("*.png"))
     if not paths:

@@ -45,7 +45,7 @@ from typing import Protocol
 import numpy as np
 from tqdm import tqdm
 
-from alaya.data.episodes import view_pitch_degrees
+from alaya.data.geometry import view_pitch_degrees
 from alaya.evaluation.frame_stats import (colour_drift, frame_stats, late_early_ratio, psnr_frames,
                                           ssim_frames)
 from alaya.evaluation.inverse_dynamics import (InverseDynamics, accuracy, checked_episode, load_episode,

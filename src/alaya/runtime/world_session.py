@@ -333,7 +333,7 @@ def load_start_depths(folder, size: int | None = None) -> list[np.ndarray | None
     """The recorded depth of each start frame (``load_start_frames``' order): float32 (H, W) metres
     from ``<stem>.depth.npy`` beside ``<stem>.png`` (``write_start_frames`` writes them where the
     episodes have depth), None where there is none (the memory model then predicts it)."""
-    from alaya.data.episodes import read_start_depth
+    from alaya.data.start_frames import read_start_depth
     return [read_start_depth(p, size) for p in sorted((Path(folder) / "starts").glob("*.png"))]
 
 

@@ -39,7 +39,8 @@ import torch
 
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
-from alaya.data.episodes import EpisodeDataset, write_start_frames
+from alaya.data.episodes import EpisodeDataset
+from alaya.data.start_frames import write_start_frames
 from alaya.diffusion.flow import interpolate, velocity_loss_weight
 from alaya.models.student import push_context
 from alaya.models.world import WorldModel, WorldModelConfig
@@ -108,7 +109,7 @@ class WorldTrainConfig:
     adversarial_start: int = 250         # ... from this step on (the critic trains from the first)
     camera_motion: str | None = None     # memory model: a learned camera (alaya train motion) copied into
                                          # <out>/camera_motion/, which play then moves the memory's camera by
-    starts: int = 6                      # start frames written to <out>/starts/ (episodes.write_start_frames)
+    starts: int = 6                      # start frames written to <out>/starts/ (start_frames.write_start_frames)
     val_batches: int = 4                 # validation: this many fixed held-out batches ...
     val_batch_size: int = 32             # ... of this size
     train: TrainConfig = field(default_factory=lambda: TrainConfig(run_dir="runs/world", batch_size=32,

@@ -19,7 +19,8 @@ from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.latent_cache import codec_id
 from alaya.codecs.patch import PatchCodec
 from alaya.data.actions import ONE_SHOT
-from alaya.data.episodes import EpisodeDataset, view_pitch_degrees
+from alaya.data.episodes import EpisodeDataset
+from alaya.data.geometry import view_pitch_degrees
 from alaya.diffusion.flow import logit_normal_t, with_share_at_one
 from alaya.io import atomic_save_tensors
 from alaya.models.student import push_context

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
-from alaya.data.episodes import EpisodeDataset, write_start_frames
+from alaya.data.episodes import EpisodeDataset
+from alaya.data.start_frames import write_start_frames
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
 from alaya.models.memory_conditioning import memory_config
 from alaya.models.world import WorldModel
