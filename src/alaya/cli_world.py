@@ -56,6 +56,7 @@ def train_world_from_args(a: argparse.Namespace, train):
         model_cfg.memory_hole_base = a.memory_hole_base
     if a.world_steps:
         model_cfg.steps = a.world_steps
+    model_cfg.position_features = a.position_features
     return train_world(WorldTrainConfig(
         data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
         model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
@@ -319,6 +320,10 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--memory-degrade", type=float, default=0.0,
                     help="world --memory: share of samples whose memory shows, at a random side, what play's memory "
                          "holds there (the model's own blurred, misplaced, pinholed frames)")
+    tr.add_argument("--position-features", type=int, default=0,
+                    help="world: octaves of the frame-position input (where each pixel lies in the view), so an "
+                         "action's effect can show at its place; with --init, a model without it is given it "
+                         "(the new input layer starts at zero)")
     tr.add_argument("--action-focus", type=float, default=0.0,
                     help="world --memory: share of the trained frames drawn from the frames just after a one-shot "
                          "action (jump, attack, spell, summon), whose effects uniform draws rarely show")

@@ -212,3 +212,18 @@ def test_an_anchor_warp_session_tracks_its_pose_and_sees_the_start_from_it(parts
     assert np.abs(t.astype(int) - play(WorldSession(ground, prompt_encoder=encoder, size=SIZE), start, walk)).mean() > 0.1
     o = play(WorldSession(anchored, prompt_encoder=encoder, size=SIZE, backend="onnx"), start, walk)
     assert np.abs(t.astype(int) - o.astype(int)).max() <= 1
+
+
+def test_a_model_with_the_frame_position_input_exports_and_agrees(start, encoder):
+    torch.manual_seed(0)
+    model = WorldModel(WorldModelConfig(widths=(16, 32), emb_dim=32, position_features=2))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.abs().sum() == 0:
+                p.normal_(0, 0.05)
+    t = WorldSession(model, prompt_encoder=encoder, size=SIZE, backend="torch")
+    o = WorldSession(model, prompt_encoder=encoder, size=SIZE, backend="onnx")
+    for s in (t, o):
+        s.reset(start, "a golden sunset")
+    for row in ROWS:
+        assert (t.step_latent(row) - o.step_latent(row)).abs().max() < ONNX_TOLERANCE

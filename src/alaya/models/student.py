@@ -17,6 +17,7 @@ velocity model, which is how the early distillation stages use it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -48,6 +49,20 @@ class StudentConfig:
     sigma_data: float = 0.75          # > 0: EDM-preconditioned data prediction, as the teacher
     view_channels: int = 0            # > 0: a view branch as the teacher's (``gbuffer.model_view_input``)
     view_pixel: int = 0               # the teacher's per-pixel view features
+    position_features: int = 0        # > 0: octaves of sinusoidal features of each latent pixel's place
+                                      # in the frame, added at the input layer (``frame_position``), so
+                                      # a prompt can put content at a place in the view; 0: none
+
+
+def frame_position(h: int, w: int, octaves: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """(1, 4 * octaves, h, w): sin and cos of x and y (pixel centres in [-1, 1] across the frame)
+    at frequencies pi/2, pi, 2 pi, ...: where a pixel lies in the view, at any frame size. A
+    translation-equivariant network cannot tell the centre from anywhere else on its own."""
+    ys, xs = torch.meshgrid((torch.arange(h, dtype=dtype, device=device) + 0.5) / h * 2 - 1,
+                            (torch.arange(w, dtype=dtype, device=device) + 0.5) / w * 2 - 1, indexing="ij")
+    freqs = math.pi / 2 * 2.0 ** torch.arange(octaves, dtype=dtype, device=device)
+    angles = (torch.stack([xs, ys])[:, None] * freqs[None, :, None, None]).reshape(2 * octaves, h, w)
+    return torch.cat([torch.sin(angles), torch.cos(angles)], 0)[None]
 
 
 def latent_flow(motion: torch.Tensor, factor: int = 8) -> torch.Tensor:
@@ -129,6 +144,10 @@ class Student(UNetCore):
         self.stem = conv(c.latent_channels, w0)
         self.cond_stem = conv(c.gbuffer_channels + c.context * (c.latent_channels + 1), w0)
         nn.init.zeros_(self.cond_stem.bias)
+        if c.position_features > 0:            # zero at init: a model given it later starts as it was
+            self.position = nn.Conv2d(4 * c.position_features, w0, 1)
+            nn.init.zeros_(self.position.weight)
+            nn.init.zeros_(self.position.bias)
         self.build_view(c.view_channels, c.view_pixel, w0)
         self.build_core(c.widths, c.emb_dim, c.blocks, c.latent_channels, kernel=3, causal=True)
 
@@ -152,6 +171,10 @@ class Student(UNetCore):
         G = self.config.gbuffer_channels
         stem = self.cond_stem
         features = F.conv2d(gbuffer, stem.weight[:, :G], stem.bias, stem.stride, stem.padding)
+        if self.config.position_features > 0:
+            h, w = gbuffer.shape[-2:]
+            features = features + self.position(frame_position(h, w, self.config.position_features,
+                                                                features.dtype, features.device))
         if view is None:
             return features
         B, _, h, w = gbuffer.shape

@@ -67,6 +67,9 @@ class WorldModelConfig:
     sigma_data: float = 0.25         # of what it generates: with ``residual``, x - context[0]
     residual: bool = True            # generate the change from the newest context frame as given
                                      # (training: noise included): "copy the last frame" is its zero
+    position_features: int = 0       # > 0: the core sees where each pixel lies in the view (octaves of
+                                     # ``student.frame_position``), so an action can show at its place
+                                     # (a blade at the right, an orb ahead); 0: none
     play_context_noise: float = 0.1  # noise level the model is told its context has at play time
     view_warp: bool = False          # move the context into the new view by the rotation its turn /
                                      # pitch actions make (alaya.models.view_warp), before predicting
@@ -113,6 +116,8 @@ class WorldModelConfig:
                                          # (memory_conditioning.clean_depth: no floating grain)
 
     def __post_init__(self):
+        if self.position_features < 0:
+            raise ValueError(f"position_features must be >= 0, got {self.position_features}")
         if self.codec not in CODECS:
             raise ValueError(f"codec must be one of {CODECS}, got {self.codec!r}")
         if self.codec == "patch4" and self.latent_channels != 16 * self.image_channels:
@@ -154,7 +159,7 @@ class WorldModelConfig:
         return StudentConfig(latent_channels=self.latent_channels, gbuffer_channels=self.latent_channels,
                              text_dim=self.cond_dim, widths=tuple(self.widths), blocks=self.blocks,
                              emb_dim=self.emb_dim, context=self.context, steps=self.steps,
-                             sigma_data=self.sigma_data)
+                             sigma_data=self.sigma_data, position_features=self.position_features)
 
 
 class WorldModel(nn.Module):

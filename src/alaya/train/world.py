@@ -44,6 +44,7 @@ from alaya.data.start_frames import write_start_frames
 from alaya.diffusion.flow import interpolate, velocity_loss_weight
 from alaya.models.student import push_context
 from alaya.models.world import WorldModel, WorldModelConfig
+from alaya.nn.pretrained import copy_matching
 from alaya.text import PromptEncoder
 from alaya.train.loop import TrainConfig, Trainer
 from alaya.train.teacher import augment_prompt, latent_channel_weights
@@ -320,6 +321,17 @@ def world_loss(model, data: LatentEpisodes, cfg: WorldTrainConfig, weights: torc
     return loss, logs
 
 
+def with_position_features(model: WorldModel, octaves: int) -> WorldModel:
+    """``model`` given the frame-position input (``WorldModelConfig.position_features``): its
+    weights copied, the new input layer zero, so it starts out computing what ``model`` did."""
+    grown = WorldModel(dataclasses.replace(model.config, position_features=octaves))
+    state = model.state_dict()
+    copied = copy_matching(grown, state)
+    if len(copied) != len(state):
+        raise ValueError(f"position_features: weights of another shape in the init: {sorted(set(state) - set(copied))}")
+    return grown
+
+
 def train_world(cfg: WorldTrainConfig) -> WorldModel:
     model = WorldModel.from_pretrained(cfg.init) if cfg.init else WorldModel(cfg.model)
     if cfg.init and cfg.model.view_warp and not model.config.view_warp:   # fine-tune into the warp
@@ -328,6 +340,8 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
         model.config = dataclasses.replace(model.config, view_warp=True, ground_warp=True)
     if cfg.init and cfg.model.anchor_warp and not model.config.anchor_warp:
         model.config = dataclasses.replace(model.config, view_warp=True, ground_warp=True, anchor_warp=True)
+    if cfg.init and cfg.model.position_features > model.config.position_features:   # fine-tune into it
+        model = with_position_features(model, cfg.model.position_features)
     if cfg.play_context_noise is not None:
         model.config = dataclasses.replace(model.config, play_context_noise=cfg.play_context_noise)
     cfg.model = model.config
