@@ -105,7 +105,8 @@ def _eval_world_live(a: argparse.Namespace) -> int:
     size = a.size or shipped_size(a.weights)
     scripts = tuple(s for arg in a.scripts for s in arg.split(",") if s)
     columns = tuple(data_action_columns(a.data)) if a.data else ACTION_COLUMNS
-    cfg = LiveConfig(scripts=scripts, frames=a.frames, window=a.window, seed=a.seed, columns=columns)
+    cfg = LiveConfig(scripts=scripts, frames=a.frames, window=a.window, seed=a.seed, columns=columns,
+                     actions=not a.no_action_check)
     scenes = start_scenes(a.weights, size, a.data, a.scenes, start_depth=not a.predict_start_depth)
     factory = WorldSessionFactory.from_pretrained(a.weights, size=size, backend=a.backend)
     result = evaluate_live(lambda scene: factory.new(scene.prompt, a.seed), game_player(size), scenes, cfg,
@@ -121,11 +122,15 @@ def _eval_world_live(a: argparse.Namespace) -> int:
         return 0
     print_metrics(out, ("sharpness_min", "sharpness_max", "sharpness_in_band", "orientation_max", "structure_max",
                         "colour_drift", "still_psnr_min", "still_psnr_mean", "still_psnr_static_min",
-                        "still_hf_ratio_max", "walk_back_return_psnr", "psnr_mean", "fps"), width=30)
+                        "still_hf_ratio_max", "walk_back_return_psnr", "psnr_mean", "fps", "action_ratio_min"),
+                  width=30)
     for name, s in out["scripts"].items():
         print(f"{name:10s} sharpness per window {' '.join(f'{r:.3f}' for r in s['sharpness_windows'])}, "
               f"edge orientation distance {' '.join(f'{r:.3f}' for r in s['orientation_windows'])}, "
               f"structure distance {' '.join(f'{r:.3f}' for r in s['structure_windows'])}")
+    for action, r in out["actions"].get("responses", {}).items():
+        print(f"{action:10s} response {r['generated']:.2f} grey levels, the game's {r['real']:.2f} "
+              f"(ratio {r['ratio']:.2f})")
     skipped = out["skipped_actions"] or out["skipped_scripts"]
     return _print_tail(f"skipped: actions {out['skipped_actions']}, scripts {out['skipped_scripts']}" if skipped
                        else None, a.report)
@@ -242,7 +247,7 @@ def add_eval_world_command(esub) -> None:
     ew.add_argument("--live", action="store_true",
                     help="play scripted minutes in a session as alaya play --world does, beside the real game "
                          "from the same start frames (docs/world.md, Live evaluation); --report gets "
-                         "live.json, live_minute.gif, live_sharpness.png")
+                         "live.json, live_minute.gif, live_sharpness.png, live_actions.png")
     ew.add_argument("--scripts", nargs="+", default=["play", "still", "walk_back"],
                     help="--live: scripts to play (play, still, walk_back)")
     ew.add_argument("--frames", type=int, default=1800,
@@ -250,6 +255,9 @@ def add_eval_world_command(esub) -> None:
     ew.add_argument("--window", type=int, default=300, help="--live: frames of a sharpness window")
     ew.add_argument("--scenes", type=int, default=None,
                     help="--live: the first N start frames of the weights (default all)")
+    ew.add_argument("--no-action-check", action="store_true",
+                    help="--live: skip the one-shot action check (each action played with and without, in "
+                         "a session and in the game)")
     ew.add_argument("--predict-start-depth", action="store_true",
                     help="--live: a memory model predicts the start frame's depth instead of starting from "
                          "the recorded one (as play does with the shipped .depth.npy)")

@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 
 from alaya.data.actions import ACTION_COLUMNS, NavigationScale
+from alaya.evaluation.live_actions import action_script, action_sheet, without_shots
 from alaya.evaluation.live_reference import game_player, play_in_game, start_scenes
 from alaya.evaluation.live_report import write_live_report
 from alaya.evaluation.live_scripts import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
@@ -139,6 +140,8 @@ def test_the_real_game_as_a_session_scores_perfectly(oracle):
     assert r["scripts"]["play"]["windows"] == [[1, 8], [9, 16], [17, 24]]
     assert r["fps"] > 0 and r["gif"]["generated"].shape == (24, SIZE, SIZE, 3)
     assert len(r["scripts"]["play"]["structure_windows"]) == 3 and r["structure_max"] < 0.2   # patch sampling's floor
+    assert r["action_ratio_min"] == 1.0 and r["actions"]["frames_played"] == 6 + 24 * 8
+    assert all(v["real"] > 0.5 and v["ratio"] == 1.0 for v in r["actions"]["responses"].values())
 
 
 def test_blurred_frames_lose_sharpness_and_detail(oracle):
@@ -154,6 +157,37 @@ def test_blurred_frames_lose_sharpness_and_detail(oracle):
     assert grain["still_hf_ratio_max"] > 1.5 and grain["sharpness_min"] > 1.5     # a checkerboard counts
     assert grain["sharpness_in_band"] is False and r["sharpness_in_band"] is False   # too sharp or too soft
     assert grain["still_psnr_static_min"] == 100.0                                # ... and it stays put
+
+
+class DeafSession(GameSession):
+    """The real game with the one-shot keys unplugged: it walks, but no action shows."""
+
+    def step(self, row):
+        return super().step(without_shots(np.asarray(row)[None])[0])
+
+
+def test_one_shot_actions_that_do_not_show_score_zero(oracle):
+    s, _ = oracle
+    r = evaluate_live(lambda sc: DeafSession(sc), game_player(SIZE), [s],
+                      LiveConfig(scripts=("still",), frames=24, window=8))
+    assert r["action_ratio_min"] == 0.0 and set(r["actions"]["responses"]) == {"jump", "attack", "spell", "summon"}
+    sheet = action_sheet(r["action_frames"])
+    assert sheet.shape == (3 * SIZE, 4 * 4 * SIZE + 3 * 4, 3)          # 3 rows; 4 actions of 4 frames, gaps
+    off = evaluate_live(lambda sc: DeafSession(sc), game_player(SIZE), [s],
+                        LiveConfig(scripts=("still",), frames=24, window=8, actions=False))
+    assert off["action_ratio_min"] is None and off["actions"] == {}
+
+
+def test_the_action_script_plays_each_action_standing_then_walking():
+    rows, at = action_script()
+    assert set(at) == {"jump", "attack", "spell", "summon"} and len(rows) == 6 + 24 * 8
+    for a, (standing, walking) in at.items():
+        assert rows[standing, COL[a]] == 1 and rows[standing, COL["forward"]] == 0
+        assert rows[walking, COL[a]] == 1 and rows[walking, COL["forward"]] == 1
+    assert (rows[:, 4:].sum(0) == 2).all() and (without_shots(rows)[:, 4:] == 0).all()
+    rows, at = action_script(("turn", "attack"))                   # no forward column: standing only
+    assert list(at) == ["attack"] and len(rows) == 6 + 24 and rows[:, COL["forward"]].sum() == 0
+    assert action_script(("forward", "turn"))[1] == {}
 
 
 def test_psnr_where_counts_only_the_masked_pixels():
@@ -201,6 +235,7 @@ def test_cli_live_end_to_end_with_a_tiny_world_model(tiny_weights, tmp_path, cap
     assert json.loads((report / "live.json").read_text())["scripts"] == out["scripts"]
     assert 0 < (report / "live_minute.gif").stat().st_size < 5_000_000
     assert Image.open(report / "live_sharpness.png").size[0] > 0
+    assert out["action_ratio_min"] is not None and Image.open(report / "live_actions.png").size[1] == 3 * SIZE
     import imageio.v3 as iio
     gif = iio.imread(report / "live_minute.gif", index=None)
     assert gif.shape[2] >= 2 * 2 * SIZE                      # generated beside real, at least 2x
@@ -212,7 +247,7 @@ def test_cli_live_end_to_end_with_a_tiny_world_model(tiny_weights, tmp_path, cap
 
 def test_report_without_a_minute_writes_json_and_plot(oracle, tmp_path):
     _, r = oracle
-    paths = write_live_report({**r, "gif": {}}, tmp_path)
+    paths = write_live_report({**r, "gif": {}, "action_frames": None}, tmp_path)
     assert set(paths) == {"json", "plot"} and not (tmp_path / "live_minute.gif").exists()
     assert json.loads(paths["json"].read_text()) == json.loads(json.dumps(public_json(r)))
 

@@ -1,7 +1,8 @@
 """The live evaluation's report folder: ``live.json`` (what ``--json`` prints),
 ``live_minute.gif`` (one live minute, generated beside the real game, upscaled, subsampled to
-stay under ``GIF_LIMIT`` bytes) and ``live_sharpness.png`` (sharpness over time, generated
-against real, per script), each written atomically."""
+stay under ``GIF_LIMIT`` bytes), ``live_sharpness.png`` (sharpness over time, generated
+against real, per script) and ``live_actions.png`` (each one-shot action's first frames: the real
+game, generated, generated without it), each written atomically."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import imageio.v3 as iio
 import numpy as np
 from PIL import Image, ImageDraw
 
+from alaya.evaluation.live_actions import action_sheet
 from alaya.evaluation.world_live import public_json
 from alaya.io import atomic_path, atomic_write_text
 
@@ -102,6 +104,10 @@ def write_live_report(result: dict, folder: str | os.PathLike[str]) -> dict[str,
         out["gif"] = folder / "live_minute.gif"
         stride = write_live_gif(gif["generated"], gif["real"], out["gif"])
         result.setdefault("config", {})["gif"] = {"scene": gif["scene"], "script": gif["script"], "stride": stride}
+    if result.get("action_frames"):
+        out["actions"] = folder / "live_actions.png"
+        with atomic_path(out["actions"], keep_suffix=True) as tmp:
+            Image.fromarray(action_sheet(result["action_frames"])).save(tmp, format="PNG")
     atomic_write_text(out["json"], json.dumps(public_json(result), indent=2) + "\n")
     if result.get("series"):
         sharpness_plot(result, out["plot"])

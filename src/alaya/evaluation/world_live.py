@@ -22,7 +22,8 @@ change from the first window to the last, minus the real one's); standing still:
 ``still_psnr_static_*`` over the pixels the game itself leaves unchanged) and
 ``still_hf_ratio_max`` (high-frequency energy, generated over real); walking back:
 ``return_psnr`` (the frame on return against the real game's); per-frame PSNR against the real
-frames; and the session's frames per second.
+frames; the session's frames per second; and ``actions`` / ``action_ratio_min``: how visibly
+each one-shot action changes the frames, generated over the game's (``live_actions``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tqdm import tqdm
 
 from alaya.data.actions import ACTION_COLUMNS
 from alaya.evaluation import metrics as M
+from alaya.evaluation.live_actions import play_actions
 from alaya.evaluation.live_scripts import MINUTE, SCRIPTS, LiveScript, live_scripts
 from alaya.evaluation.patch_distance import structure_distance
 
@@ -72,6 +74,7 @@ class LiveConfig:
     seed: int = 0                          # the play script's draw
     columns: tuple[str, ...] = ACTION_COLUMNS   # the action columns the data has
     gif_script: str = "play"               # the live minute of the first scene kept for the GIF
+    actions: bool = True                   # also play the one-shot action check (``live_actions``)
 
     def __post_init__(self):
         if self.window < 1:
@@ -324,15 +327,22 @@ def evaluate_live(make_session, play_real, scenes: list[Scene], cfg: LiveConfig 
         results[name] = summarize(series, script, cfg.window, seconds)
         series_kept[name] = {k: np.mean([s[k]["sharpness"] for s in series], 0) for k in ("gen", "real")}
     seconds = np.concatenate(all_seconds) if all_seconds else np.zeros(0)
+    actions = {}
+    if cfg.actions:
+        generated = lambda scene, rows: play_session(make_session(scene), scene.start, rows,     # noqa: E731
+                                                     f"actions {scene.name}", progress, scene.start_depth)[0]
+        actions = play_actions(generated, play_real, scenes, cfg.columns)
     return {"config": {"scripts": list(scripts), "frames": cfg.frames, "window": cfg.window, "seed": cfg.seed},
             "scenes": [{"name": s.name, "seed": s.seed, "style": s.style, "prompt": s.prompt,
                         "size": int(s.start.shape[0]), "start_psnr": s.start_psnr} for s in scenes],
             "data_columns": list(cfg.columns), "skipped_actions": skipped["actions"],
             "skipped_scripts": skipped["scripts"],
-            **overall(results, float(seconds.sum()), int(seconds.size)), "scripts": results,
+            **overall(results, float(seconds.sum()), int(seconds.size)),
+            "action_ratio_min": actions.get("ratio_min"), "scripts": results,
+            "actions": {k: v for k, v in actions.items() if k != "frames"}, "action_frames": actions.get("frames"),
             "series": series_kept, "gif": gif}
 
 
 def public_json(result: dict) -> dict:
-    """The result without its arrays (``series``, ``gif``): what ``--json`` prints."""
-    return {k: v for k, v in result.items() if k not in ("series", "gif")}
+    """The result without its arrays (``series``, ``gif``, ``action_frames``): what ``--json`` prints."""
+    return {k: v for k, v in result.items() if k not in ("series", "gif", "action_frames")}
