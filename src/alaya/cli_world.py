@@ -130,7 +130,7 @@ def _eval_world_live(a: argparse.Namespace) -> int:
               f"structure distance {' '.join(f'{r:.3f}' for r in s['structure_windows'])}")
     for action, r in out["actions"].get("responses", {}).items():
         print(f"{action:10s} response {r['generated']:.2f} grey levels, the game's {r['real']:.2f} "
-              f"(ratio {r['ratio']:.2f})")
+              f"(ratio {r['ratio']:.2f}, placement {r['placement']:.2f})")
     skipped = out["skipped_actions"] or out["skipped_scripts"]
     return _print_tail(f"skipped: actions {out['skipped_actions']}, scripts {out['skipped_scripts']}" if skipped
                        else None, a.report)

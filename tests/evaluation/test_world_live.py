@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from alaya.data.actions import ACTION_COLUMNS, NavigationScale
-from alaya.evaluation.live_actions import action_script, action_sheet, without_shots
+from alaya.evaluation.live_actions import action_sheet, base_script, change, placement, play_actions, with_action
 from alaya.evaluation.live_reference import game_player, play_in_game, start_scenes
 from alaya.evaluation.live_report import write_live_report
 from alaya.evaluation.live_scripts import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
@@ -140,8 +140,9 @@ def test_the_real_game_as_a_session_scores_perfectly(oracle):
     assert r["scripts"]["play"]["windows"] == [[1, 8], [9, 16], [17, 24]]
     assert r["fps"] > 0 and r["gif"]["generated"].shape == (24, SIZE, SIZE, 3)
     assert len(r["scripts"]["play"]["structure_windows"]) == 3 and r["structure_max"] < 0.2   # patch sampling's floor
-    assert r["action_ratio_min"] == 1.0 and r["actions"]["frames_played"] == 6 + 24 * 8
-    assert all(v["real"] > 0.5 and v["ratio"] == 1.0 for v in r["actions"]["responses"].values())
+    assert r["action_ratio_min"] == 1.0 and r["actions"]["frames_per_run"] == 6 + 2 * 15
+    assert all(v["real"] > 0.5 and v["ratio"] == 1.0 and v["placement"] == pytest.approx(1.0)
+               for v in r["actions"]["responses"].values())
 
 
 def test_blurred_frames_lose_sharpness_and_detail(oracle):
@@ -163,7 +164,9 @@ class DeafSession(GameSession):
     """The real game with the one-shot keys unplugged: it walks, but no action shows."""
 
     def step(self, row):
-        return super().step(without_shots(np.asarray(row)[None])[0])
+        row = np.array(row, np.float32)
+        row[4:] = 0
+        return super().step(row)
 
 
 def test_one_shot_actions_that_do_not_show_score_zero(oracle):
@@ -178,16 +181,24 @@ def test_one_shot_actions_that_do_not_show_score_zero(oracle):
     assert off["action_ratio_min"] is None and off["actions"] == {}
 
 
-def test_the_action_script_plays_each_action_standing_then_walking():
-    rows, at = action_script()
-    assert set(at) == {"jump", "attack", "spell", "summon"} and len(rows) == 6 + 24 * 8
-    for a, (standing, walking) in at.items():
-        assert rows[standing, COL[a]] == 1 and rows[standing, COL["forward"]] == 0
-        assert rows[walking, COL[a]] == 1 and rows[walking, COL["forward"]] == 1
-    assert (rows[:, 4:].sum(0) == 2).all() and (without_shots(rows)[:, 4:] == 0).all()
-    rows, at = action_script(("turn", "attack"))                   # no forward column: standing only
-    assert list(at) == ["attack"] and len(rows) == 6 + 24 and rows[:, COL["forward"]].sum() == 0
-    assert action_script(("forward", "turn"))[1] == {}
+def test_the_action_runs_differ_from_the_base_only_by_one_action():
+    rows, moments = base_script()
+    assert len(rows) == 6 + 2 * 15 and moments == {"standing": 9, "walking": 24}
+    assert (rows[:, 4:] == 0).all() and rows[moments["standing"], COL["forward"]] == 0
+    assert rows[moments["walking"], COL["forward"]] == 1
+    one = with_action(rows, "spell", 9)
+    assert (one != rows).sum() == 1 and one[9, COL["spell"]] == 1
+    rows, moments = base_script(("turn", "attack"))                # no forward column: standing only
+    assert list(moments) == ["standing"] and rows.sum() == 0
+    assert play_actions(None, None, [], ("forward", "turn")) == {"skipped": "the data has no one-shot action column"}
+    a = np.zeros((20, 2, 2, 3), np.uint8)
+    b = a.copy()
+    b[10] = 120                                                   # frame 11: inside the span from row 9
+    assert change(b, a, 9).mean() == 10.0 and change(b, a, 12).mean() == 0.0
+    here, there = np.zeros((12, 4, 4)), np.zeros((12, 4, 4))
+    here[:, :2], there[:, 2:] = 50, 50
+    assert placement(here, here * 0.1) == pytest.approx(1.0) and placement(here, there) == pytest.approx(-1.0)
+    assert placement(here, np.zeros_like(here)) == 0.0
 
 
 def test_psnr_where_counts_only_the_masked_pixels():

@@ -1,13 +1,17 @@
 """Do the one-shot actions show? Part of the live evaluation (``alaya eval world --live``;
 docs/world.md, "Live evaluation").
 
-A short script (``action_script``) plays each one-shot action the data has (jump, attack, spell,
-summon) once while standing and once while walking, ``GAP`` frames apart. It is played twice in a
-session and twice in the real game: as written, and with the one-shot columns zeroed. An action's
-*response* is the mean absolute difference between the two, in grey levels, over the ``SPAN``
-frames from the action on: what pressing the key changed on screen. ``action_ratio`` is the
-generated response over the game's, per action (1: as visible as in the game; 0: the key does
-nothing). The frames of both runs, with and without, go into the report's picture.
+A short base script (``base_script``: a few frames of walking, then standing, then walking) is
+played in a session and in the real game, and again once per one-shot action the data has (jump,
+attack, spell, summon) and per moment (standing, walking) with that action added at one frame
+(``with_action``). Up to that frame the two runs are the same (a session's noise is seeded by
+frame), so what differs after it is the action's doing. An action's *response* is the mean
+absolute difference between the two runs, in grey levels, over the ``SPAN`` frames from the
+action on; ``ratio`` is the generated response over the game's (1: as strong as in the game;
+0: the key does nothing), and ``ratio_min`` the smallest over the actions. A ratio counts any
+change, also a faint one spread over the frame; ``placement`` (the correlation of the generated
+change's per-pixel map with the game's) says whether it is where the game's is: the orb ahead,
+the blade at the side.
 """
 
 from __future__ import annotations
@@ -16,80 +20,92 @@ import numpy as np
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, ONE_SHOT, check_actions
 
-LEAD = 6      # frames walking forward before the first action (the memory has seen some motion)
-GAP = 24      # frames from one action to the next
+LEAD = 6      # frames walking forward first (the memory has seen some motion)
 SPAN = 12     # frames after an action over which its response is measured
+BEFORE = 3    # frames of each part (standing, walking) before its action
 
 
-def action_script(columns=ACTION_COLUMNS) -> tuple[np.ndarray, dict[str, list[int]]]:
-    """(T, 8) rows and {action: [its frames]}: each one-shot action in ``columns`` played once
-    standing, then each once walking forward, ``GAP`` frames apart after ``LEAD`` frames of
-    walking. Frames are counted as rows: row t takes frame t - 1 to frame t."""
-    shots = [a for a in ONE_SHOT if a in columns]
+def base_script(columns=ACTION_COLUMNS) -> tuple[np.ndarray, dict[str, int]]:
+    """(T, 8) rows with no one-shot action: ``LEAD`` frames forward, a standing part and a walking
+    part of ``BEFORE + SPAN`` frames each (no walking where the data has no ``forward``), and the
+    frame of each part where an action is added ({"standing": t, "walking": t}). Row t takes frame
+    t - 1 to frame t."""
     walk = "forward" in columns
-    T = LEAD + GAP * len(shots) * (2 if walk else 1)
-    rows = np.zeros((T, ACTION_DIM), np.float32)
+    part = BEFORE + SPAN
+    rows = np.zeros((LEAD + part * (2 if walk else 1), ACTION_DIM), np.float32)
+    moments = {"standing": LEAD + BEFORE}
     if walk:
-        rows[:LEAD, ACTION_COLUMNS.index("forward")] = 1.0
-    at: dict[str, list[int]] = {a: [] for a in shots}
-    for k, (moving, a) in enumerate((m, a) for m in ((False, True) if walk else (False,)) for a in shots):
-        t = LEAD + GAP * k
-        if moving:
-            rows[t:t + GAP, ACTION_COLUMNS.index("forward")] = 1.0
-        rows[t, ACTION_COLUMNS.index(a)] = 1.0
-        at[a].append(t)
-    return check_actions(rows), at
+        forward = ACTION_COLUMNS.index("forward")
+        rows[:LEAD, forward] = 1.0
+        rows[LEAD + part:, forward] = 1.0
+        moments["walking"] = LEAD + part + BEFORE
+    return check_actions(rows), moments
 
 
-def without_shots(rows: np.ndarray) -> np.ndarray:
-    """``rows`` with the one-shot columns zeroed (the moves kept)."""
+def with_action(rows: np.ndarray, action: str, frame: int) -> np.ndarray:
+    """``rows`` with the one-shot ``action`` at row ``frame``."""
     out = rows.copy()
-    out[:, len(ACTION_COLUMNS) - len(ONE_SHOT):] = 0.0
-    return out
+    out[frame, ACTION_COLUMNS.index(action)] = 1.0
+    return check_actions(out)
 
 
-def responses(with_shots: np.ndarray, without: np.ndarray, at: dict[str, list[int]]) -> dict[str, float]:
-    """{action: mean |frame with - frame without| in grey levels over ``SPAN`` frames from each of
-    its frames}; the frames (T, S, S, 3) uint8 are those after the start (index t - 1 is frame t)."""
-    if with_shots.shape != without.shape:
-        raise ValueError(f"frames with {with_shots.shape} and without {without.shape} the actions disagree")
-    diff = np.abs(with_shots.astype(np.float32) - without.astype(np.float32)).mean((1, 2, 3))
-    return {a: float(np.mean([diff[t - 1:t - 1 + SPAN].mean() for t in frames])) for a, frames in at.items()}
+def change(with_it: np.ndarray, without: np.ndarray, frame: int) -> np.ndarray:
+    """(SPAN, S, S) float32: |frame with - frame without| in grey levels (channel mean) over the
+    ``SPAN`` frames from row ``frame`` on; the frames (T, S, S, 3) uint8 are those after the start
+    (index t - 1 is frame t)."""
+    if with_it.shape != without.shape:
+        raise ValueError(f"frames with {with_it.shape} and without {without.shape} the action disagree")
+    part = slice(frame - 1, frame - 1 + SPAN)
+    return np.abs(with_it[part].astype(np.float32) - without[part].astype(np.float32)).mean(-1)
+
+
+def placement(generated: np.ndarray, real: np.ndarray) -> float:
+    """Correlation of two ``change`` maps over frames and pixels: 1 where the generated change
+    lies where the game's does, ~0 for a change elsewhere or spread thin (0 if either is flat)."""
+    g, r = generated.ravel() - generated.mean(), real.ravel() - real.mean()
+    den = float(np.sqrt((g * g).sum() * (r * r).sum()))
+    return float((g * r).sum() / den) if den > 0 else 0.0
 
 
 def play_actions(play_generated, play_real, scenes, columns=ACTION_COLUMNS) -> dict:
-    """The response of each action, generated (``play_generated(scene, rows)``: a fresh session's
-    frames) and real (``play_real(scene, rows)``), averaged over ``scenes``; their ratios and the
-    smallest; and the first scene's four runs for the picture (``frames``)."""
-    rows, at = action_script(columns)
-    if not at:
+    """Each action's response, generated (``play_generated(scene, rows)``: a fresh session's
+    frames) and real (``play_real(scene, rows)``), averaged over ``scenes`` and both moments;
+    their ratios and the smallest; and the first scene's standing runs for the picture
+    (``frames``)."""
+    shots = [a for a in ONE_SHOT if a in columns]
+    if not shots:
         return {"skipped": "the data has no one-shot action column"}
-    plain = without_shots(rows)
-    gen, real, frames = [], [], {}
+    rows, moments = base_script(columns)
+    got = {a: {"generated": [], "real": [], "placement": []} for a in shots}
+    frames = {}
     for i, scene in enumerate(scenes):
-        runs = {}
-        for key, script in (("with", rows), ("without", plain)):
-            runs["generated_" + key] = np.asarray(play_generated(scene, script))
-            runs["real_" + key] = np.asarray(play_real(scene, script))
-        gen.append(responses(runs["generated_with"], runs["generated_without"], at))
-        real.append(responses(runs["real_with"], runs["real_without"], at))
+        base = {"generated": np.asarray(play_generated(scene, rows)), "real": np.asarray(play_real(scene, rows))}
         if i == 0:
-            frames = {**runs, "at": at, "scene": scene.name}
-    mean = lambda rs, a: float(np.mean([r[a] for r in rs]))     # noqa: E731
-    per = {a: {"generated": mean(gen, a), "real": mean(real, a),
-               "ratio": mean(gen, a) / max(mean(real, a), 1e-6)} for a in at}
-    return {"frames_played": len(rows), "span": SPAN, "responses": per,
+            frames = {"base": base["generated"], "frame": moments["standing"], "scene": scene.name, "actions": {}}
+        for a in shots:
+            for moment, t in moments.items():
+                script = with_action(rows, a, t)
+                run = {"generated": np.asarray(play_generated(scene, script)),
+                       "real": np.asarray(play_real(scene, script))}
+                maps = {kind: change(run[kind], base[kind], t) for kind in run}
+                for kind, m in maps.items():
+                    got[a][kind].append(float(m.mean()))
+                got[a]["placement"].append(placement(maps["generated"], maps["real"]))
+                if i == 0 and moment == "standing":
+                    frames["actions"][a] = run
+    per = {a: {k: float(np.mean(v)) for k, v in g.items()} for a, g in got.items()}
+    for p in per.values():
+        p["ratio"] = p["generated"] / max(p["real"], 1e-6)
+    return {"frames_per_run": len(rows), "moments": list(moments), "span": SPAN, "responses": per,
             "ratio_min": min(p["ratio"] for p in per.values()), "frames": frames}
 
 
 def action_sheet(frames: dict, offsets=(0, 1, 3, 6)) -> np.ndarray:
-    """uint8 picture: for each action's first (standing) frame t, the frames t + ``offsets`` in
+    """uint8 picture: for each action played standing at frame t, the frames t + ``offsets`` in
     three rows (the real game, generated, generated without the action), actions side by side."""
-    cols = []
-    for a, ts in frames["at"].items():
-        t = ts[0]
-        rows = [np.concatenate([frames[k][min(t - 1 + o, len(frames[k]) - 1)] for o in offsets], 1)
-                for k in ("real_with", "generated_with", "generated_without")]
-        cols.append(np.concatenate(rows, 0))
+    t, cols = frames["frame"], []
+    for run in frames["actions"].values():
+        pick = lambda f: np.concatenate([f[min(t - 1 + o, len(f) - 1)] for o in offsets], 1)    # noqa: E731
+        cols.append(np.concatenate([pick(run["real"]), pick(run["generated"]), pick(frames["base"])], 0))
     gap = np.full((cols[0].shape[0], 4, 3), 255, np.uint8)
     return np.concatenate([c for col in cols for c in (col, gap)][:-1], 1)
