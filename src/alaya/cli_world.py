@@ -335,7 +335,8 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--action-focus", type=float, default=0.0,
                     help="world --memory: share of the trained frames drawn from the frames just after a one-shot "
                          "action (jump, attack, spell, summon), whose effects uniform draws rarely show")
-    tr.add_argument("--action-focus-span", type=int, default=12,
-                    help="world --action-focus: frames from the one-shot action on that count as just after it")
+    tr.add_argument("--action-focus-span", type=int, default=2,
+                    help="world --action-focus: frames from the one-shot action on that count as just after it (the "
+                         "first is the one drawn from the action alone)")
     tr.add_argument("--memory-cached-only", action="store_true",
                     help="world --memory: train on the episodes whose memory renders are cached, render no more")

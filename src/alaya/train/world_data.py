@@ -121,7 +121,7 @@ def action_rows(data: LatentEpisodes, e, n, history: int) -> torch.Tensor:
 
 
 def draw_frames(data: LatentEpisodes, rng: np.random.Generator, e, low: int, T: int, focus: float = 0.0,
-                span: int = 12) -> np.ndarray:
+                span: int = 2) -> np.ndarray:
     """Frame indices (B,) in [low, T) of episodes ``e``, uniform; on a share ``focus`` of them,
     one of the ``span`` frames from a one-shot action on (``ONE_SHOT``), where the episode has
     one: a one-shot action is ~1% of recorded rows, and what it shows (a blade, an orb, a body
