@@ -98,9 +98,9 @@ class WorldTrainConfig:
     memory_rollout: int = 0              # memory model: the model plays up to this many frames (its own frames
                                          # then fill the memory's holes and the context) before the trained one
     memory_rollout_prob: float = 0.5     # ... on this share of the steps (world_memory_rollout)
-    action_focus: float = 0.0            # memory model: share of the trained frames drawn from the
+    action_focus: float = 0.0            # memory model: share of the trained frames (0: all uniform) drawn from
     action_focus_span: int = 2           # ... this many frames from a one-shot action on (world_data.draw_frames;
-                                         # the first shows its blade, orb or body from the action alone); 0: uniform
+                                         # the first shows its blade, orb or body from the action alone)
     depth_weight: float = 1.0            # memory model: loss weights of the disparity and gate channels
     gate_weight: float = 0.5
     memory_styles: int = 1               # memory model: styles with memory renders (the first ones; ~30 ms a frame each)
