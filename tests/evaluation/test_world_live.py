@@ -141,6 +141,7 @@ def test_the_real_game_as_a_session_scores_perfectly(oracle):
     assert r["fps"] > 0 and r["gif"]["generated"].shape == (24, SIZE, SIZE, 3)
     assert len(r["scripts"]["play"]["structure_windows"]) == 3 and r["structure_max"] < 0.2   # patch sampling's floor
     assert r["action_ratio_min"] == 1.0 and r["actions"]["frames_per_run"] == 6 + 2 * 15
+    assert r["action_placement_min"] == pytest.approx(1.0)
     assert all(v["real"] > 0.5 and v["ratio"] == 1.0 and v["placement"] == pytest.approx(1.0)
                for v in r["actions"]["responses"].values())
 
@@ -173,7 +174,8 @@ def test_one_shot_actions_that_do_not_show_score_zero(oracle):
     s, _ = oracle
     r = evaluate_live(lambda sc: DeafSession(sc), game_player(SIZE), [s],
                       LiveConfig(scripts=("still",), frames=24, window=8))
-    assert r["action_ratio_min"] == 0.0 and set(r["actions"]["responses"]) == {"jump", "attack", "spell", "summon"}
+    assert r["action_ratio_min"] == 0.0 and r["action_placement_min"] == 0.0
+    assert set(r["actions"]["responses"]) == {"jump", "attack", "spell", "summon"}
     sheet = action_sheet(r["action_frames"])
     assert sheet.shape == (3 * SIZE, 4 * 4 * SIZE + 3 * 4, 3)          # 3 rows; 4 actions of 4 frames, gaps
     off = evaluate_live(lambda sc: DeafSession(sc), game_player(SIZE), [s],

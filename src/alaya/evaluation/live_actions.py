@@ -8,10 +8,10 @@ attack, spell, summon) and per moment (standing, walking) with that action added
 frame), so what differs after it is the action's doing. An action's *response* is the mean
 absolute difference between the two runs, in grey levels, over the ``SPAN`` frames from the
 action on; ``ratio`` is the generated response over the game's (1: as strong as in the game;
-0: the key does nothing), and ``ratio_min`` the smallest over the actions. A ratio counts any
-change, also a faint one spread over the frame; ``placement`` (the correlation of the generated
-change's per-pixel map with the game's) says whether it is where the game's is: the orb ahead,
-the blade at the side.
+0: the key does nothing). A ratio counts any change, also a faint one spread over the frame;
+``placement`` (the correlation of the generated change's per-pixel map with the game's) says
+whether it is where the game's is: the orb ahead, the blade at the side. An action shows only
+where both are high; ``ratio_min`` and ``placement_min`` are the smallest over the actions.
 """
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def play_actions(play_generated, play_real, scenes, columns=ACTION_COLUMNS) -> d
     for p in per.values():
         p["ratio"] = p["generated"] / max(p["real"], 1e-6)
     return {"frames_per_run": len(rows), "moments": list(moments), "span": SPAN, "responses": per,
-            "ratio_min": min(p["ratio"] for p in per.values()), "frames": frames}
+            "ratio_min": min(p["ratio"] for p in per.values()),
+            "placement_min": min(p["placement"] for p in per.values()), "frames": frames}
 
 
 def action_sheet(frames: dict, offsets=(0, 1, 3, 6)) -> np.ndarray:

@@ -22,8 +22,9 @@ change from the first window to the last, minus the real one's); standing still:
 ``still_psnr_static_*`` over the pixels the game itself leaves unchanged) and
 ``still_hf_ratio_max`` (high-frequency energy, generated over real); walking back:
 ``return_psnr`` (the frame on return against the real game's); per-frame PSNR against the real
-frames; the session's frames per second; and ``actions`` / ``action_ratio_min``: how visibly
-each one-shot action changes the frames, generated over the game's (``live_actions``).
+frames; the session's frames per second; and ``actions`` / ``action_ratio_min`` /
+``action_placement_min``: how strongly each one-shot action changes the frames, generated over
+the game's, and whether the change lies where the game's does (``live_actions``).
 """
 
 from __future__ import annotations
@@ -338,7 +339,8 @@ def evaluate_live(make_session, play_real, scenes: list[Scene], cfg: LiveConfig 
             "data_columns": list(cfg.columns), "skipped_actions": skipped["actions"],
             "skipped_scripts": skipped["scripts"],
             **overall(results, float(seconds.sum()), int(seconds.size)),
-            "action_ratio_min": actions.get("ratio_min"), "scripts": results,
+            "action_ratio_min": actions.get("ratio_min"),
+            "action_placement_min": actions.get("placement_min"), "scripts": results,
             "actions": {k: v for k, v in actions.items() if k != "frames"}, "action_frames": actions.get("frames"),
             "series": series_kept, "gif": gif}
 
