@@ -50,3 +50,19 @@ def test_the_focus_is_checked():
         WorldTrainConfig(data="d", action_focus=1.5)
     with pytest.raises(ValueError, match="action_focus_span"):
         WorldTrainConfig(data="d", action_focus_span=0)
+
+
+def test_novelty_weights_lift_what_the_memory_does_not_show_and_keep_each_frames_mean():
+    from alaya.train.world_memory_loss import novelty_weights
+    gate = torch.ones(3, 1, 32, 32)
+    gate[0, :, :, :4] = 0                       # frame 0: a 4-pixel strip the memory lacks
+    gate[1, :, 8:12, 8:12] = 0.0                # frame 1: an orb's patch
+    w = novelty_weights(gate, 20.0)
+    assert w.shape == (3, 1, 8, 8)
+    assert torch.allclose(w.mean((1, 2, 3)), torch.ones(3))
+    assert float(w[0, 0, :, 0].min()) > 5 * float(w[0, 0, :, 1:].max())    # the strip counts far more
+    assert float(w[1, 0, 2, 2]) > 5 * float(w[1, 0, 0, 0])
+    assert torch.allclose(w[2], torch.ones(1, 8, 8))                        # all memory: uniform
+    assert torch.equal(novelty_weights(gate, 0.0), torch.ones(3, 1, 8, 8))
+    with pytest.raises(ValueError, match="novelty weight"):
+        novelty_weights(gate, -1.0)

@@ -101,6 +101,9 @@ class WorldTrainConfig:
     action_focus: float = 0.0            # memory model: share of the trained frames (0: all uniform) drawn from
     action_focus_span: int = 2           # ... this many frames from a one-shot action on (world_data.draw_frames;
                                          # the first shows its blade, orb or body from the action alone)
+    novelty_weight: float = 0.0          # memory model: extra loss weight where the frame is not the memory's
+                                         # render (holes, a blade, an orb: 1 - the gate target), each frame's
+                                         # weights then scaled to mean 1 (world_memory_loss.novelty_weights); 0: off
     depth_weight: float = 1.0            # memory model: loss weights of the disparity and gate channels
     gate_weight: float = 0.5
     memory_styles: int = 1               # memory model: styles with memory renders (the first ones; ~30 ms a frame each)
@@ -121,6 +124,8 @@ class WorldTrainConfig:
             raise ValueError(f"action_focus must be in [0, 1], got {self.action_focus}")
         if self.action_focus_span < 1:
             raise ValueError(f"action_focus_span must be at least 1, got {self.action_focus_span}")
+        if not 0.0 <= self.novelty_weight < 1e4:
+            raise ValueError(f"novelty_weight must be in [0, 1e4), got {self.novelty_weight}")
 
 
 def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, T: int):

@@ -24,6 +24,9 @@ One frame n of one recorded episode, in a style with cached memory renders (``wo
 * self-rollout (``memory_rollout``, on ``memory_rollout_prob`` of the steps, instead of the
   above): the memory and context hold the model's own frames, generated as play generates them
   (``alaya.train.world_memory_rollout``);
+* novelty (``novelty_weight``): the loss counts more where the frame is not the memory's render
+  (``novelty_weights``), so the holes and the one-shot actions' effects are not outweighed by the
+  ~98% of the view the memory already shows;
 * reset (``reset_prob``): what a session does with its start frame: an empty memory, one context
   frame with unknown depth (disparity 0), no actions; the target is that frame with its depth, so
   the model learns to predict a start frame's depth.
@@ -50,6 +53,19 @@ from alaya.train.world_memory_rollout import rollout_batch
 def channel_weights(cfg) -> torch.Tensor:
     """(80,) per-channel loss weights: rgb 1, disparity ``depth_weight``, gate ``gate_weight``."""
     return torch.cat([torch.ones(48), torch.full((16,), cfg.depth_weight), torch.full((16,), cfg.gate_weight)])
+
+
+def novelty_weights(gate: torch.Tensor, weight: float, factor: int = 4) -> torch.Tensor:
+    """(B, 1, H / factor, W / factor) per-latent-pixel loss weights from the gate target ``gate``
+    (B, 1, H, W) (1 where the memory's render is the frame): 1 + ``weight`` where it is not (the
+    holes the model must fill, an action's blade or orb), averaged over each latent pixel's patch,
+    then scaled so each frame's weights average 1. A frame is mostly the memory, which is easy to
+    keep; its new content, the hard part, would otherwise count for ~2% of the loss. ``weight`` 0:
+    all ones."""
+    if weight < 0:
+        raise ValueError(f"novelty weight must be >= 0, got {weight}")
+    w = F.avg_pool2d(1 + weight * (1 - gate.float().clamp(0, 1)), factor)
+    return w / w.mean((1, 2, 3), keepdim=True)
 
 
 def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.Generator, e, st, T: int):
@@ -148,6 +164,8 @@ def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, wei
     eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
     v = model(interpolate(x, eps, t), t, memory, noisy, valid, style, rows, level)
     err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
+    if cfg.novelty_weight > 0:
+        err = err * novelty_weights(gate, cfg.novelty_weight)
     loss = (err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)).mean()
     logs = {"coverage": float(mcov.mean()), "gate": float(gate.mean())}
     critic, one = critic_of(model), t >= 1.0
