@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from alaya.data.actions import ActionError
-from alaya.evaluation.inverse_dynamics import (IDMConfig, InverseDynamics, accuracy, action_classes,
+from alaya.evaluation.inverse_dynamics import (IDMConfig, InverseDynamics, ONE_SHOT_CLASSES, accuracy, action_classes,
                                                balanced_accuracy, load_episode, train_idm)
 from alaya.evaluation.scripted_play import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
                                             loop_actions, scripted_actions, still_actions)
@@ -283,6 +283,8 @@ def test_idm_learns_visible_actions_and_round_trips(idm):
     acc = accuracy(model, prev, nxt, np.concatenate([ep["actions"][1:]] * 2))
     assert acc["balanced_accuracy_turn"] > 0.5 and acc["balanced_accuracy_pitch"] > 0.5, acc   # chance 1/3
     assert acc["balanced_accuracy_one_shot"] > 0.6, acc                                        # chance 1/5
+    recalls = [acc[f"recall_{c}"] for c in ONE_SHOT_CLASSES if f"recall_{c}" in acc]
+    assert len(recalls) >= 2 and np.isclose(np.mean(recalls), acc["balanced_accuracy_one_shot"]), acc
     untrained = accuracy(InverseDynamics(model.config), prev, nxt, np.concatenate([ep["actions"][1:]] * 2))
     assert untrained["balanced_accuracy"] < acc["balanced_accuracy"] - 0.2
     loaded = InverseDynamics.from_pretrained(folder)

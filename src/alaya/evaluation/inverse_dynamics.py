@@ -163,7 +163,9 @@ def _as_images(frames) -> torch.Tensor:
 def accuracy(model: InverseDynamics, frames_prev, frames_next, actions) -> dict[str, float]:
     """The IDM on frame pairs (uint8 (N, H, W, 3) or float (N, 3, H, W)) against the (N, 8)
     actions that took each ``prev`` to its ``next``: ``balanced_accuracy`` (the headline, see
-    the module docstring), ``plain_accuracy`` (mean over heads), and both per head."""
+    the module docstring), ``plain_accuracy`` (mean over heads), both per head, and
+    ``recall_<class>`` of each one-shot class present (``none``, ``jump``, ``attack``, ...): which
+    keys a world model's frames show, since one glow for every key can score on the head's mean."""
     labels = action_classes(actions, model.config.threshold)
     if len(labels) != len(frames_prev) or len(frames_prev) != len(frames_next):
         raise ValueError(f"frames_prev, frames_next and actions must have one length, got "
@@ -177,6 +179,11 @@ def accuracy(model: InverseDynamics, frames_prev, frames_next, actions) -> dict[
         out[f"accuracy_{head}"] = float((pred[:, j] == labels[:, j]).float().mean())
     out["balanced_accuracy"] = float(np.mean([out[f"balanced_accuracy_{h}"] for h in HEADS]))
     out["plain_accuracy"] = float(np.mean([out[f"accuracy_{h}"] for h in HEADS]))
+    shot = len(HEADS) - 1
+    for c, name in enumerate(ONE_SHOT_CLASSES):
+        rows = labels[:, shot] == c
+        if rows.any():
+            out[f"recall_{name}"] = float((pred[rows, shot] == c).float().mean())
     return out
 
 
