@@ -67,7 +67,7 @@ def train_world_from_args(a: argparse.Namespace, train):
         memory_cached_only=a.memory_cached_only, depth_weight=a.depth_weight, gate_weight=a.gate_weight,
         camera_motion=a.camera_motion, memory_degrade=a.memory_degrade, memory_rollout=a.memory_rollout,
         memory_rollout_prob=a.memory_rollout_prob, action_focus=a.action_focus, action_focus_span=a.action_focus_span,
-        novelty_weight=a.novelty_weight,
+        novelty_weight=a.novelty_weight, spectrum_weight=a.spectrum_weight, spectrum_patch=a.spectrum_patch,
         adversarial_weight=a.adversarial_weight,
         adversarial_start=a.adversarial_start, train=train))
 
@@ -343,5 +343,10 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--novelty-weight", type=float, default=0.0,
                     help="world --memory: extra loss weight on the pixels where the frame is not the memory's render "
                          "(its holes, an action's blade or orb), each frame's weights scaled to mean 1; 0: off")
+    tr.add_argument("--spectrum-weight", type=float, default=0.0,
+                    help="world --memory: weight of a loss on the 1-step frames (needs --one-step-t) asking for the "
+                         "true frame's patch amplitude spectra where the memory does not show it: detail, not the "
+                         "mean; 0: off")
+    tr.add_argument("--spectrum-patch", type=int, default=16, help="world --spectrum-weight: tile size in pixels")
     tr.add_argument("--memory-cached-only", action="store_true",
                     help="world --memory: train on the episodes whose memory renders are cached, render no more")

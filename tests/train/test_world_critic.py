@@ -103,3 +103,19 @@ def test_a_run_with_the_critic_trains_resumes_and_saves_the_world_model(episodes
         train_world(WorldTrainConfig(data=str(episodes), model=TINY, error_prob=0.0, adversarial_weight=0.5,
                                      one_step_t=0.5, train=TrainConfig(run_dir=str(tmp_path / "r3"), steps=1,
                                                                        progress=False)))
+
+
+def test_a_run_with_the_spectrum_loss_logs_it_and_needs_the_one_step_samples(episodes, tmp_path):
+    from alaya.train.loop import TrainConfig
+    from alaya.train.world import WorldTrainConfig, train_world
+    run = tmp_path / "run"
+    train_world(WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=TINY, error_prob=0.0,
+                                 one_step_t=1.0, spectrum_weight=1.0, spectrum_patch=8, val_batches=1,
+                                 val_batch_size=4, train=TrainConfig(run_dir=str(run), steps=2, batch_size=4,
+                                                                     log_every=1, progress=False)))
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(np.isfinite(r["spectrum"]) and r["spectrum"] >= 0 for r in rows), rows
+    with pytest.raises(ValueError, match="one_step_t"):
+        WorldTrainConfig(data=str(episodes), model=TINY, spectrum_weight=1.0)
+    with pytest.raises(ValueError, match="spectrum_weight"):
+        WorldTrainConfig(data=str(episodes), model=TINY, one_step_t=0.5, spectrum_weight=-1.0)

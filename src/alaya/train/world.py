@@ -104,6 +104,10 @@ class WorldTrainConfig:
     novelty_weight: float = 0.0          # memory model: extra loss weight where the frame is not the memory's
                                          # render (holes, a blade, an orb: 1 - the gate target), each frame's
                                          # weights then scaled to mean 1 (world_memory_loss.novelty_weights); 0: off
+    spectrum_weight: float = 0.0         # memory model: weight of the patch amplitude-spectrum loss on the 1-step
+                                         # frames (the one_step_t samples) where the memory does not show the
+                                         # frame (alaya.train.spectrum_loss); 0: none
+    spectrum_patch: int = 16             # ... its tile size in pixels
     depth_weight: float = 1.0            # memory model: loss weights of the disparity and gate channels
     gate_weight: float = 0.5
     memory_styles: int = 1               # memory model: styles with memory renders (the first ones; ~30 ms a frame each)
@@ -126,6 +130,13 @@ class WorldTrainConfig:
             raise ValueError(f"action_focus_span must be at least 1, got {self.action_focus_span}")
         if not 0.0 <= self.novelty_weight < 1e4:
             raise ValueError(f"novelty_weight must be in [0, 1e4), got {self.novelty_weight}")
+        if not 0.0 <= self.spectrum_weight < 1e4:
+            raise ValueError(f"spectrum_weight must be in [0, 1e4), got {self.spectrum_weight}")
+        if self.spectrum_weight > 0 and self.one_step_t <= 0:
+            raise ValueError("spectrum_weight: the loss is on the 1-step frames of the samples at t = 1; "
+                             "set one_step_t (--one-step-t) above 0")
+        if self.spectrum_patch < 2:
+            raise ValueError(f"spectrum_patch must be at least 2 pixels, got {self.spectrum_patch}")
 
 
 def draw_batch(data: LatentEpisodes, cfg: WorldTrainConfig, rng: np.random.Generator, e, st, T: int):

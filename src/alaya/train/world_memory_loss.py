@@ -27,6 +27,9 @@ One frame n of one recorded episode, in a style with cached memory renders (``wo
 * novelty (``novelty_weight``): the loss counts more where the frame is not the memory's render
   (``novelty_weights``), so the holes and the one-shot actions' effects are not outweighed by the
   ~98% of the view the memory already shows;
+* spectrum (``spectrum_weight``): on the samples at t = 1 (``one_step_t``), the frame play would
+  show (``world_critic.one_step_frames``) must have the true frame's patch amplitude spectra where
+  the memory does not show it (``spectrum_loss``): detail of the game's kind there, not the mean;
 * reset (``reset_prob``): what a session does with its start frame: an empty memory, one context
   frame with unknown depth (disparity 0), no actions; the target is that frame with its depth, so
   the model learns to predict a start frame's depth.
@@ -42,6 +45,7 @@ from alaya.diffusion.flow import interpolate, velocity_loss_weight
 from alaya.models.memory_conditioning import (as_context, frame_as_memory, frame_image, gate_target, memory_latent,
                                               to_latent)
 from alaya.models.memory_geometry import fill_pinholes
+from alaya.train.spectrum_loss import patch_spectrum_loss
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_critic import adversarial_losses, critic_of, one_step_frames, world_of
 from alaya.train.world_data import (LatentEpisodes, action_rows, add_context_noise, draw_frames, frame_pitch,
@@ -169,6 +173,11 @@ def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, wei
     loss = (err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)).mean()
     logs = {"coverage": float(mcov.mean()), "gate": float(gate.mean())}
     critic, one = critic_of(model), t >= 1.0
+    if cfg.spectrum_weight > 0 and one.any():     # the 1-step frames' detail where the memory does not show them
+        fake = one_step_frames(core, eps[one], v[one].float(), noisy[one][:, 0], memory[one])
+        spectrum = patch_spectrum_loss(fake, rgb[one], (gate[one] < 0.5).float(), cfg.spectrum_patch)
+        logs.update(spectrum=float(spectrum.detach()))
+        loss = loss + cfg.spectrum_weight * spectrum
     if critic is not None and one.any():          # the 1-step frames against the game's (world_critic)
         fake = one_step_frames(core, eps[one], v[one].float(), noisy[one][:, 0], memory[one])
         critic_loss, generator_loss = adversarial_losses(critic, fake, rgb[one], mrgb[one], mcov[one])

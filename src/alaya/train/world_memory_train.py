@@ -87,7 +87,8 @@ def train_memory_world(model: WorldModel, cfg) -> WorldModel:
     model = world_of(Trainer(model, tc, loss_fn, validate if held_out else None, describe).run())
     model.save_pretrained(cfg.out, trained={"data": cfg.data, "steps": tc.steps, "run_dir": tc.run_dir,
                                             "memory": True, "init": cfg.init, "camera_motion": cfg.camera_motion,
-                                            "adversarial_weight": cfg.adversarial_weight})
+                                            "adversarial_weight": cfg.adversarial_weight,
+                                            "spectrum_weight": cfg.spectrum_weight})
     if cfg.camera_motion:
         ship_camera_motion(cfg.camera_motion, cfg.out)
     if cfg.starts > 0:
