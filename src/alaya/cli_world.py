@@ -178,7 +178,7 @@ def _eval_world(a: argparse.Namespace) -> int:
         print(json.dumps({k: v for k, v in out.items() if k != "rows"}))
     else:
         for k in ("psnr_step16", "baseline_psnr_step16", "delta_psnr_actions", "idm_accuracy_real",
-                  "idm_accuracy_generated", "idm_ratio", "late_early_sharpness_ratio",
+                  "idm_accuracy_generated", "idm_ratio", "idm_action_recall_ratio_min", "late_early_sharpness_ratio",
                   "late_early_brightness_ratio", "colour_drift", "game_late_early_sharpness_ratio",
                   "game_late_early_brightness_ratio", "game_colour_drift", f"still_psnr_step{a.still_frames}",
                   "still_sharpness_ratio"):

@@ -307,6 +307,20 @@ def test_idm_ratio_is_one_for_replay_and_drops_for_a_frozen_world(idm, episodes)
     assert "idm_accuracy_generated" in frozen["per_style"]["day"]
 
 
+def test_idm_action_recall_names_the_keys_a_world_does_not_show(idm):
+    from alaya.evaluation.world_eval import _idm_metrics
+    model, _ = idm
+    ep = make_episode(99, frames=100, flash=True)
+    real, actions = ep["rgb"][0], ep["actions"][1:]
+    same = _idm_metrics(model, [(real, real, actions)])
+    shots = same["idm_action_recall_ratio"]
+    assert shots and "none" not in shots and all(v == 1.0 for v in shots.values()), shots
+    assert same["idm_action_recall_ratio_min"] == 1.0
+    unlit = _idm_metrics(model, [(real, make_episode(99, frames=100)["rgb"][0], actions)])   # the moves, no flashes
+    assert unlit["idm_action_recall_ratio_min"] < 0.5, unlit["idm_action_recall_ratio"]
+    assert unlit["idm_ratio"] > unlit["idm_action_recall_ratio_min"]      # the head mean hides what this names
+
+
 def test_report_writes_every_file(episodes, tmp_path):
     r = run(Fade(), episodes)                             # every frame differs (GIF writers merge repeats)
     report = write_world_report(r, tmp_path / "report", "fade")

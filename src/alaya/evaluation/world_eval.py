@@ -18,7 +18,10 @@ start indices are drawn (seeded):
   PSNR over the horizon with true minus with shuffled actions (0 for a model that ignores them);
 - **inverse dynamics**: the IDM's balanced accuracy (``alaya.evaluation.inverse_dynamics``) on
   (generated k-1, generated k) pairs (generated 0 = the real start) and on the real pairs, both
-  against the true actions; ``idm_ratio`` = generated / real.
+  against the true actions; ``idm_ratio`` = generated / real. The ratio is a mean over five
+  heads, so it can pass while some keys show nothing (the navigation heads score as on real
+  frames); ``idm_action_recall_ratio`` is, per one-shot action (jump, attack, ...), the IDM's
+  recall of it on generated over real pairs, and ``idm_action_recall_ratio_min`` the least.
 
 Then a **long rollout** of ``rollout_frames`` scripted player actions from one real frame
 (brightness, sharpness and mean colour per frame; their drift from the first to the last
@@ -293,6 +296,10 @@ def _idm_metrics(idm: InverseDynamics, pairs: list[tuple], detail: bool = True) 
     r, g = acc_real["balanced_accuracy"], acc_gen["balanced_accuracy"]
     out = {"idm_accuracy_real": r, "idm_accuracy_generated": g, "idm_ratio": g / r if r > 0 else None}
     if detail:
+        recall = {k[len("recall_"):]: acc_gen[k] / acc_real[k] for k in acc_real
+                  if k.startswith("recall_") and k != "recall_none" and k in acc_gen and acc_real[k] > 0}
+        out["idm_action_recall_ratio"] = recall
+        out["idm_action_recall_ratio_min"] = min(recall.values()) if recall else None
         out["idm"] = {"real": acc_real, "generated": acc_gen}
     return out
 

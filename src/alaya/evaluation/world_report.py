@@ -127,7 +127,8 @@ def write_world_report(result: dict, folder: str | os.PathLike, title: str) -> P
     cfg, H = data["config"], data["config"]["horizon"]
     headline = ["psnr_step1", f"psnr_step{H}", f"baseline_psnr_step{H}", f"ssim_step{H}", "psnr_mean",
                 "psnr_shuffled_mean", "delta_psnr_actions", "idm_accuracy_real", "idm_accuracy_generated",
-                "idm_ratio", "late_early_sharpness_ratio", "late_early_brightness_ratio", "colour_drift",
+                "idm_ratio", "idm_action_recall_ratio_min", "late_early_sharpness_ratio", "late_early_brightness_ratio",
+                "colour_drift",
                 "game_late_early_sharpness_ratio", "game_late_early_brightness_ratio", "game_colour_drift",
                 "game_start_psnr", "loop_turn_psnr_turn", "loop_turn_psnr_return", "loop_move_psnr_turn",
                 "loop_move_psnr_return", *sorted(k for k in data if k.startswith("still_psnr_step")),
