@@ -50,3 +50,11 @@ def test_gradient_reaches_fake_and_bad_shapes_raise():
         patch_spectrum_loss(real, real, torch.ones(1, 1, 32, 32))
     with pytest.raises(ValueError, match="patch"):
         patch_spectrum_loss(real, real, patch=128)
+
+
+def test_luminance_weights_sum_to_one_and_shapes_are_checked():
+    from alaya.train.spectrum_loss import luminance
+    grey = torch.full((2, 3, 8, 8), 0.4)
+    assert torch.allclose(luminance(grey), torch.full((2, 1, 8, 8), 0.4))
+    with pytest.raises(ValueError, match="rgb"):
+        luminance(grey[:, :1])

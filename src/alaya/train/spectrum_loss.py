@@ -10,6 +10,10 @@ convolutional neural networks and spectrum constraints"; Jiang et al. 2021, "Foc
 loss"). Unlike a critic it also penalizes detail the true patch lacks, so it does not reward
 confetti.
 
+A world model applies it to luminance (``luminance``): per colour channel, amplitudes alone
+let each channel's texture take its own phase, and the frames filled with saturated green and
+magenta blotches (measured: docs/world.md); colour stays the regression's.
+
 Per channel, each ``patch`` x ``patch`` tile (stride ``patch // 2``) has its mean removed, is
 multiplied by a 2-D Hann window (a tile's edges are not a periodic jump), and its ``rfft2``
 amplitude is compared on a log scale (``log1p``: the few strong frequencies of a checker do not
@@ -19,6 +23,13 @@ drown the rest). Tiles count by the share of ``where`` in them.
 from __future__ import annotations
 
 import torch
+
+
+def luminance(rgb: torch.Tensor) -> torch.Tensor:
+    """(B, 1, H, W) Rec. 601 luma of frames (B, 3, H, W)."""
+    if rgb.ndim != 4 or rgb.shape[1] != 3:
+        raise ValueError(f"rgb: expected (B, 3, H, W), got {tuple(rgb.shape)}")
+    return (rgb * rgb.new_tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)).sum(1, keepdim=True)
 
 
 def _tiles(x: torch.Tensor, patch: int) -> torch.Tensor:

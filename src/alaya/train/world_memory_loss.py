@@ -28,7 +28,8 @@ One frame n of one recorded episode, in a style with cached memory renders (``wo
   (``novelty_weights``), so the holes and the one-shot actions' effects are not outweighed by the
   ~98% of the view the memory already shows;
 * spectrum (``spectrum_weight``): on the samples at t = 1 (``one_step_t``), the frame play would
-  show (``world_critic.one_step_frames``) must have the true frame's patch amplitude spectra where
+  show (``world_critic.one_step_frames``) must have the true frame's patch amplitude spectra (of
+  luminance) where
   the memory does not show it (``spectrum_loss``): detail of the game's kind there, not the mean;
 * reset (``reset_prob``): what a session does with its start frame: an empty memory, one context
   frame with unknown depth (disparity 0), no actions; the target is that frame with its depth, so
@@ -45,7 +46,7 @@ from alaya.diffusion.flow import interpolate, velocity_loss_weight
 from alaya.models.memory_conditioning import (as_context, frame_as_memory, frame_image, gate_target, memory_latent,
                                               to_latent)
 from alaya.models.memory_geometry import fill_pinholes
-from alaya.train.spectrum_loss import patch_spectrum_loss
+from alaya.train.spectrum_loss import luminance, patch_spectrum_loss
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_critic import adversarial_losses, critic_of, one_step_frames, world_of
 from alaya.train.world_data import (LatentEpisodes, action_rows, add_context_noise, draw_frames, frame_pitch,
@@ -175,7 +176,8 @@ def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, wei
     critic, one = critic_of(model), t >= 1.0
     if cfg.spectrum_weight > 0 and one.any():     # the 1-step frames' detail where the memory does not show them
         fake = one_step_frames(core, eps[one], v[one].float(), noisy[one][:, 0], memory[one])
-        spectrum = patch_spectrum_loss(fake, rgb[one], (gate[one] < 0.5).float(), cfg.spectrum_patch)
+        spectrum = patch_spectrum_loss(luminance(fake), luminance(rgb[one]), (gate[one] < 0.5).float(),
+                                       cfg.spectrum_patch)
         logs.update(spectrum=float(spectrum.detach()))
         loss = loss + cfg.spectrum_weight * spectrum
     if critic is not None and one.any():          # the 1-step frames against the game's (world_critic)
