@@ -154,7 +154,8 @@ def _eval_world(a: argparse.Namespace) -> int:
     ds = EpisodeDataset(a.data)
     ranges = data_action_ranges(a.data)           # scripted inputs fitted to the data's columns (other_data)
     cfg = WorldEvalConfig(horizon=a.horizon, episodes=a.episodes, split=a.split, rollout_frames=a.rollout_frames,
-                          still_frames=a.still_frames, seed=a.seed, action_ranges=ranges)
+                          still_frames=a.still_frames, seed=a.seed, action_ranges=ranges,
+                          start_depth=not a.predict_start_depth)
     idm_skip = idm_mismatch(a.idm, ds.ids()) if a.idm else "no --idm given"
     result = evaluate_world(lambda: factory.new(seed=a.seed), ds, None if idm_skip else load_idm(a.idm), cfg,
                             prompts=ds.meta.styles, progress=not a.json)
@@ -261,8 +262,8 @@ def add_eval_world_command(esub) -> None:
                     help="--live: skip the one-shot action check (each action played with and without, in "
                          "a session and in the game)")
     ew.add_argument("--predict-start-depth", action="store_true",
-                    help="--live: a memory model predicts the start frame's depth instead of starting from "
-                         "the recorded one (as play does with the shipped .depth.npy)")
+                    help="a memory model predicts each start frame's depth instead of starting from the "
+                         "recorded one (--live: the shipped .depth.npy, as play does; replay: the episode's)")
     ew.set_defaults(func=_eval_world)
 
 

@@ -2,6 +2,7 @@
 the picture is a texture rolled by the actions (turn: 2 px sideways per frame, pitch: 2 px up
 or down), so a session that rolls its start frame by the actions is a perfect world model."""
 
+import dataclasses
 import json
 
 import imageio.v3 as iio
@@ -221,6 +222,33 @@ def test_a_session_that_takes_a_pitch_gets_its_start_frames(episodes):
         t = round(pitch / 0.5)
         assert pitch == pytest.approx(0.5 * t, abs=1e-3)
         assert any(np.array_equal(ep["rgb"][s, t], frame) for ep in posed for s in range(2))
+
+def test_a_session_that_takes_a_depth_gets_the_recorded_one(episodes):
+    """Episodes with depth: every reset of a session whose ``reset`` takes ``depth`` gets the
+    recorded depth of the frame it starts from (here frame t's depth is t + 1 metres everywhere),
+    resized to the session's frame size; ``start_depth=False`` gives it none (it predicts)."""
+    deep = [dict(ep, depth=np.broadcast_to((np.arange(ep["rgb"].shape[1], dtype=np.float16) + 1)[:, None, None],
+                                            (ep["rgb"].shape[1], 64, 64)).copy()) for ep in episodes]
+
+    class Deep(Frozen):
+        starts = []
+
+        def reset(self, frame, prompt, pitch=None, depth=None):
+            self.starts.append((frame, depth))
+            super().reset(frame, prompt)
+
+    run(Deep(), deep)
+    assert len(Deep.starts) > 10
+    size = episodes[0]["rgb"].shape[2]
+    for frame, depth in Deep.starts:
+        assert depth is not None and depth.dtype == np.float32 and depth.shape == (size, size)
+        t = int(depth[0, 0]) - 1
+        assert (depth == t + 1).all()
+        assert any(np.array_equal(ep["rgb"][s, t], frame) for ep in deep for s in range(2))
+    Deep.starts = []
+    run(Deep(), deep, cfg=dataclasses.replace(CFG, start_depth=False))
+    assert Deep.starts and all(d is None for _, d in Deep.starts)
+
 
 def test_long_rollout_catches_fading(episodes):
     stable = run(Shift(), episodes)

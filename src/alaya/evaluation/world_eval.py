@@ -6,8 +6,10 @@ A session follows the world-session protocol (``alaya.runtime.world_session``)::
     frame = session.step(action)      # float32 (8,) action row -> the next uint8 (H, W, 3)
     session.size                      # H == W
 
-``make_session`` is called once; every rollout starts with ``reset``. Episodes are resized to
-``session.size``. For the first ``episodes`` episodes and each of their styles, ``windows``
+``make_session`` is called once; every rollout starts with ``reset``, given the start frame's
+recorded pitch and depth where the episode has them and the session's ``reset`` takes them (a
+memory model then starts as play does; ``start_depth=False``: it predicts the depth). Episodes
+are resized to ``session.size``. For the first ``episodes`` episodes and each of their styles, ``windows``
 start indices are drawn (seeded):
 
 - **replay**: from real frame t0, the episode's true actions t0+1..t0+H; generated frame k is
@@ -81,6 +83,9 @@ class WorldEvalConfig:
     samples: int = 3                  # episodes in the contact sheet
     gif_frames: int = 200
     seed: int = 0
+    # every rollout's start frame goes to sessions whose reset takes ``depth`` with its recorded
+    # depth where the episodes have one (as play and the live evaluation start); False: predicted
+    start_depth: bool = True
     # the data's action columns and their ranges (other_data.data_action_ranges); None: every
     # column in full. Scripted inputs are fitted to them; a loop needing a value outside is skipped
     action_ranges: dict[str, tuple[float, float]] | None = None
@@ -108,12 +113,13 @@ class _Driver:
         self.session, self.size = session, size
         self.seconds, self.steps = 0.0, 0
 
-    def stream(self, frame: np.ndarray, prompt: str, actions: np.ndarray, pitch: float | None = None):
-        """``pitch``: the recorded camera pitch of ``frame``, for sessions whose reset takes it."""
-        if pitch is not None and "pitch" in inspect.signature(self.session.reset).parameters:
-            self.session.reset(frame, prompt, pitch=pitch)
-        else:
-            self.session.reset(frame, prompt)
+    def stream(self, frame: np.ndarray, prompt: str, actions: np.ndarray, pitch: float | None = None,
+               depth: np.ndarray | None = None):
+        """``pitch``: the recorded camera pitch of ``frame``, ``depth`` its recorded depth, each for
+        sessions whose reset takes it."""
+        takes = inspect.signature(self.session.reset).parameters
+        extra = {k: v for k, v in (("pitch", pitch), ("depth", depth)) if v is not None and k in takes}
+        self.session.reset(frame, prompt, **extra)
         for k, row in enumerate(actions):
             t0 = time.perf_counter()
             out = self.session.step(np.ascontiguousarray(row, dtype=np.float32))
@@ -121,9 +127,10 @@ class _Driver:
             self.steps += 1
             yield self.check(out, k + 1)
 
-    def rollout(self, frame: np.ndarray, prompt: str, actions: np.ndarray, pitch: float | None = None) -> np.ndarray:
+    def rollout(self, frame: np.ndarray, prompt: str, actions: np.ndarray, pitch: float | None = None,
+                depth: np.ndarray | None = None) -> np.ndarray:
         """uint8 (len(actions), H, W, 3): the frames after each action row."""
-        return np.stack(list(self.stream(frame, prompt, actions, pitch)))
+        return np.stack(list(self.stream(frame, prompt, actions, pitch, depth)))
 
     def check(self, out, step: int) -> np.ndarray:
         shape = (self.size, self.size, 3)
@@ -137,6 +144,19 @@ class _Driver:
 def start_pitch(ep: dict, t: int) -> float | None:
     """The recorded camera pitch (degrees) of frame ``t``, None without ``world_to_camera``."""
     return float(view_pitch_degrees(ep["world_to_camera"][t])) if "world_to_camera" in ep else None
+
+
+def start_depth(ep: dict, t: int, use: bool = True) -> np.ndarray | None:
+    """The recorded depth of frame ``t`` as float32 (S, S) metres at the episode's (resized) frame
+    size S (nearest sample), None without ``depth`` or when not ``use``d."""
+    if not use or "depth" not in ep:
+        return None
+    d = np.asarray(ep["depth"][t], dtype=np.float32)
+    S = ep["rgb"].shape[2]
+    if d.shape != (S, S):
+        rows, cols = (np.arange(S) * n // S for n in d.shape)
+        d = d[rows][:, cols]
+    return d
 
 
 # --- the evaluation ---------------------------------------------------------------------------
@@ -228,9 +248,9 @@ def evaluate_world(make_session: Callable[[], WorldSession], episodes, idm: Inve
         name, ep = eps[i]
         real, actions = ep["rgb"][s, t0:t0 + H + 1], ep["actions"][t0 + 1:t0 + H + 1]
         prompt = _prompt(str(ep["styles"][s]), i, prompts)
-        pitch = start_pitch(ep, t0)
-        gen = drive.rollout(real[0], prompt, actions, pitch)
-        gen_shuffled = drive.rollout(real[0], prompt, shuffled, pitch)
+        pitch, depth = start_pitch(ep, t0), start_depth(ep, t0, cfg.start_depth)
+        gen = drive.rollout(real[0], prompt, actions, pitch, depth)
+        gen_shuffled = drive.rollout(real[0], prompt, shuffled, pitch, depth)
         bar.update(2 * H)
         rows.append({"episode": name, "style": str(ep["styles"][s]), "t0": t0,
                      "psnr": psnr_frames(gen, real[1:]), "ssim": ssim_frames(gen, real[1:]),
@@ -309,7 +329,8 @@ def _long_rollout(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, bar) -> di
     name, ep = eps[0]
     actions, changed = fit_actions(scripted_actions(cfg.rollout_frames, cfg.seed), cfg.action_ranges)
     stats, head, chunk = [], [], []
-    for frame in drive.stream(ep["rgb"][0, 0], _prompt(str(ep["styles"][0]), 0, prompts), actions, start_pitch(ep, 0)):
+    for frame in drive.stream(ep["rgb"][0, 0], _prompt(str(ep["styles"][0]), 0, prompts), actions, start_pitch(ep, 0),
+                              start_depth(ep, 0, cfg.start_depth)):
         if len(head) < cfg.gif_frames:
             head.append(frame)
         chunk.append(frame)
@@ -342,8 +363,8 @@ def _loops(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, rng: np.random.Ge
             skipped[f"loop_{kind}"] = f"needs {', '.join(changed)} of -1 and +1, outside the data's range"
             continue
         turn, back = [], []
-        for j, (frame, prompt, pitch) in enumerate(starts):
-            gen = drive.rollout(frame, prompt, actions, pitch)
+        for j, (frame, prompt, pitch, depth) in enumerate(starts):
+            gen = drive.rollout(frame, prompt, actions, pitch, depth)
             bar.update(len(actions))
             turn.append(psnr_frames(gen[cfg.loop_frames - 1:cfg.loop_frames], frame[None])[0])
             back.append(psnr_frames(gen[-1:], frame[None])[0])
@@ -358,13 +379,14 @@ def _loops(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, rng: np.random.Ge
 
 
 def _loop_starts(eps, cfg: WorldEvalConfig, prompts, rng: np.random.Generator) -> list[tuple]:
-    """(frame, prompt, pitch) of ``cfg.loops`` random real frames, episodes in turn."""
+    """(frame, prompt, pitch, depth) of ``cfg.loops`` random real frames, episodes in turn."""
     starts = []
     for j in range(cfg.loops):
         i = j % len(eps)
         name, ep = eps[i]
         s, t = int(rng.integers(len(ep["styles"]))), int(rng.integers(ep["rgb"].shape[1]))
-        starts.append((ep["rgb"][s, t], _prompt(str(ep["styles"][s]), i, prompts), start_pitch(ep, t)))
+        starts.append((ep["rgb"][s, t], _prompt(str(ep["styles"][s]), i, prompts), start_pitch(ep, t),
+                       start_depth(ep, t, cfg.start_depth)))
     return starts
 
 
@@ -374,8 +396,8 @@ def _stand_still(drive: _Driver, starts: list[tuple], cfg: WorldEvalConfig, bar)
     n = cfg.still_frames
     steps = sorted({1, max(1, n // 2), n})
     psnr, sharp = {k: [] for k in steps}, []
-    for frame, prompt, pitch in starts:
-        gen = drive.rollout(frame, prompt, still_actions(n), pitch)
+    for frame, prompt, pitch, depth in starts:
+        gen = drive.rollout(frame, prompt, still_actions(n), pitch, depth)
         bar.update(n)
         for k in steps:
             psnr[k].append(psnr_frames(gen[k - 1:k], frame[None])[0])
