@@ -122,9 +122,9 @@ def _eval_world_live(a: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
     print_metrics(out, ("sharpness_min", "sharpness_max", "sharpness_in_band", "orientation_max", "structure_max",
-                        "colour_drift", "still_psnr_min", "still_psnr_mean", "still_psnr_static_min",
-                        "still_hf_ratio_max", "walk_back_return_psnr", "psnr_mean", "fps", "action_ratio_min",
-                        "action_placement_min"),
+                        "colour_drift", "colour_drift_pooled", "game_colour_change", "still_psnr_min",
+                        "still_psnr_mean", "still_psnr_static_min", "still_hf_ratio_max", "walk_back_return_psnr",
+                        "psnr_mean", "fps", "action_ratio_min", "action_placement_min"),
                   width=30)
     for name, s in out["scripts"].items():
         print(f"{name:10s} sharpness per window {' '.join(f'{r:.3f}' for r in s['sharpness_windows'])}, "

@@ -131,6 +131,7 @@ def oracle():
 def test_the_real_game_as_a_session_scores_perfectly(oracle):
     _, r = oracle
     assert r["psnr_mean"] == 100.0 and r["sharpness_min"] == 1.0 and r["colour_drift"] == 0.0
+    assert r["colour_drift_pooled"] == 0.0 and r["game_colour_change"] > 0
     assert r["sharpness_max"] == 1.0 and r["sharpness_in_band"] is True
     assert r["still_psnr_min"] == r["scripts"]["still"]["real_still_psnr_min"]
     assert r["still_hf_ratio_max"] == 1.0 and r["walk_back_return_psnr"] == 100.0
@@ -168,6 +169,35 @@ class DeafSession(GameSession):
         row = np.array(row, np.float32)
         row[4:] = 0
         return super().step(row)
+
+
+def test_colour_drift_per_scene_counts_another_world_pooled_only_a_shared_drift():
+    """Two scenes whose game changes colour over the minute in opposite ways. A session that plays
+    the other scene's world (a perfect world that is not this one) drifts per scene but not
+    pooled; one that keeps its start colours scores the game's own change per scene; one that
+    drifts the same way in every scene drifts pooled as much as per scene."""
+    from alaya.evaluation.world_live import compare, summarize
+    T, S, W = 40, 16, 10
+    ramp = np.linspace(0, 1, T)[:, None, None, None]
+    up = (100 + 80 * ramp + np.zeros((T, S, S, 3))).astype(np.uint8)        # brightens by 80 levels
+    down = (180 - 80 * ramp + np.zeros((T, S, S, 3))).astype(np.uint8)      # darkens by 80
+    script = live_scripts(("play",), frames=T)[0]["play"]
+    seconds = np.ones(T)
+
+    def run(gens, reals):
+        series = [compare(g, r, r[0], script, W) for g, r in zip(gens, reals)]
+        return summarize(series, script, W, seconds)
+
+    other = run([down, up], [up, down])
+    still = run([np.repeat(up[:1], T, 0), np.repeat(down[:1], T, 0)], [up, down])
+    shared = run([np.clip(up.astype(int) + (40 * ramp).astype(int), 0, 255).astype(np.uint8),
+                  np.clip(down.astype(int) + (40 * ramp).astype(int), 0, 255).astype(np.uint8)], [up, down])
+    change = math.sqrt(3) * 80 * 0.75 / 255             # first and last windows' means lie 3/4 of the ramp apart
+    assert other["game_colour_change"] == pytest.approx(change, rel=0.05)
+    assert other["colour_drift"] == pytest.approx(2 * change, rel=0.05) and other["colour_drift_pooled"] < 0.01
+    assert still["colour_drift"] == pytest.approx(change, rel=0.05) and still["colour_drift_pooled"] < 0.01
+    assert shared["colour_drift_pooled"] == pytest.approx(shared["colour_drift"], rel=0.02)
+    assert shared["colour_drift_pooled"] > 0.15
 
 
 def test_one_shot_actions_that_do_not_show_score_zero(oracle):

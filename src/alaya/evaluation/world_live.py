@@ -17,7 +17,11 @@ a patchwork of squares score high at any sharpness); ``structure_windows`` / ``s
 (``patch_distance``: how far the generated frames' band-pass patches lie from the real ones' in
 distribution; a blur and streaks both score high, new content of the game's kind low, whether or
 not it is the game's exact content); ``colour_drift`` (the generated mean colour's
-change from the first window to the last, minus the real one's); standing still:
+change from the first window to the last, minus the real one's, per scene, averaged; in free
+play it also counts content the model cannot know: the game's own change, ``game_colour_change``,
+is what a world that keeps its start colours exactly scores), ``colour_drift_pooled`` (the same
+change averaged over the scenes first: a drift every scene shares, such as a world turning
+brown, and not which colour the unseen part of one world happens to have); standing still:
 ``still_psnr_min`` / ``_mean`` (every still frame against the frame where the player stopped;
 ``still_psnr_static_*`` over the pixels the game itself leaves unchanged) and
 ``still_hf_ratio_max`` (high-frequency energy, generated over real); walking back:
@@ -231,10 +235,12 @@ def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.n
     wins = windows(T, window)
     lv = lambda key, w: float(np.mean([s[key]["sharpness"][w].mean() for s in series]))    # noqa: E731
     sharp = [ratio(lv("gen", w), lv("real", w)) for w in wins]
-    drifts = []
-    for s in series:
-        change = {k: s[k]["colour"][wins[-1]].mean(0) - s[k]["colour"][wins[0]].mean(0) for k in ("gen", "real")}
-        drifts.append(float(np.linalg.norm(change["gen"] - change["real"])) if len(wins) > 1 else None)
+    changes = [{k: s[k]["colour"][wins[-1]].mean(0) - s[k]["colour"][wins[0]].mean(0) for k in ("gen", "real")}
+               for s in series]
+    drifts = [float(np.linalg.norm(c["gen"] - c["real"])) if len(wins) > 1 else None for c in changes]
+    drift_pooled = (float(np.linalg.norm(np.mean([c["gen"] - c["real"] for c in changes], 0)))
+                    if len(wins) > 1 else None)
+    game_change = _mean([float(np.linalg.norm(c["real"])) if len(wins) > 1 else None for c in changes])
     psnr = np.stack([s["psnr"] for s in series])
     pooled = lambda key, w: np.concatenate([s[key]["orientation"][w] for s in series])    # noqa: E731
     orient = [orientation_distance(pooled("gen", w), pooled("real", w)) for w in wins]
@@ -243,7 +249,8 @@ def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.n
            "sharpness_windows": sharp, "sharpness_min": min(sharp),
            "sharpness_max": max(sharp), "orientation_windows": orient, "orientation_max": max(orient),
            "structure_windows": structure, "structure_max": max(structure),
-           "colour_drift": _mean(drifts), "psnr_mean": float(psnr.mean()),
+           "colour_drift": _mean(drifts), "colour_drift_pooled": drift_pooled, "game_colour_change": game_change,
+           "psnr_mean": float(psnr.mean()),
            "psnr_windows": [float(psnr[:, w].mean()) for w in wins], "psnr_frame1": float(psnr[:, 0].mean()),
            "fps": float(seconds.size / max(seconds.sum(), 1e-9)),
            "actions": {c: int((script.actions[:, i] != 0).sum()) for i, c in enumerate(ACTION_COLUMNS)}}
@@ -291,6 +298,8 @@ def overall(scripts: dict[str, dict], seconds: float, frames: int) -> dict:
             "orientation_max": max(got("orientation_max"), default=None),
             "structure_max": max(got("structure_max"), default=None),
             "colour_drift": max(got("colour_drift"), default=None),
+            "colour_drift_pooled": max(got("colour_drift_pooled"), default=None),
+            "game_colour_change": max(got("game_colour_change"), default=None),
             "still_psnr_min": still.get("still_psnr_min"), "still_psnr_mean": still.get("still_psnr_mean"),
             "still_psnr_static_min": still.get("still_psnr_static_min"),
             "still_hf_ratio_max": still.get("still_hf_ratio_max"),
