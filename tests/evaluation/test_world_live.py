@@ -198,6 +198,8 @@ def test_colour_drift_per_scene_counts_another_world_pooled_only_a_shared_drift(
     assert still["colour_drift"] == pytest.approx(change, rel=0.05) and still["colour_drift_pooled"] < 0.01
     assert shared["colour_drift_pooled"] == pytest.approx(shared["colour_drift"], rel=0.02)
     assert shared["colour_drift_pooled"] > 0.15
+    first = other["per_scene"][0]                      # each scene's own changes, generated and the game's
+    assert np.allclose(first["colour_change"], -np.array(first["game_colour_change"]), atol=0.01)
 
 
 def test_one_shot_actions_that_do_not_show_score_zero(oracle):

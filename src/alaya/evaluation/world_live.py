@@ -257,6 +257,9 @@ def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.n
     scenes = [{"sharpness_min": min(ratio(s["gen"]["sharpness"][w].mean(), s["real"]["sharpness"][w].mean())
                                     for w in wins), "colour_drift": d, "psnr_mean": float(s["psnr"].mean())}
               for s, d in zip(series, drifts)]
+    if len(wins) > 1:                     # each scene's change of mean RGB, first window to last
+        for d, c in zip(scenes, changes):
+            d.update(colour_change=c["gen"].tolist(), game_colour_change=c["real"].tolist())
     if "still_from" in script.marks:
         k = script.marks["still_from"]
         still = np.stack([s["gen_still_psnr"] for s in series])
