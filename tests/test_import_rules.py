@@ -53,7 +53,7 @@ RULES = [
      ("alaya.engine", "alaya.train", "alaya.evaluation", "mujoco", "moderngl")),
     ("alaya.serve.world_web", ("alaya.engine.world", "alaya.engine.raster", "alaya.engine.game", "mujoco",
                                "moderngl", "alaya.train", "alaya.evaluation")),
-    ("alaya.evaluation.world_eval, alaya.evaluation.inverse_dynamics",
+    ("alaya.evaluation.world_eval, alaya.evaluation.world_replay_metrics, alaya.evaluation.inverse_dynamics",
      ("alaya.engine", "alaya.models", "alaya.runtime", "alaya.train")),
 ]
 

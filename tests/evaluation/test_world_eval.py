@@ -336,15 +336,15 @@ def test_idm_ratio_is_one_for_replay_and_drops_for_a_frozen_world(idm, episodes)
 
 
 def test_idm_action_recall_names_the_keys_a_world_does_not_show(idm):
-    from alaya.evaluation.world_eval import _idm_metrics
+    from alaya.evaluation.world_replay_metrics import idm_metrics
     model, _ = idm
     ep = make_episode(99, frames=100, flash=True)
     real, actions = ep["rgb"][0], ep["actions"][1:]
-    same = _idm_metrics(model, [(real, real, actions)])
+    same = idm_metrics(model, [(real, real, actions)])
     shots = same["idm_action_recall_ratio"]
     assert shots and "none" not in shots and all(v == 1.0 for v in shots.values()), shots
     assert same["idm_action_recall_ratio_min"] == 1.0
-    unlit = _idm_metrics(model, [(real, make_episode(99, frames=100)["rgb"][0], actions)])   # the moves, no flashes
+    unlit = idm_metrics(model, [(real, make_episode(99, frames=100)["rgb"][0], actions)])   # the moves, no flashes
     assert unlit["idm_action_recall_ratio_min"] < 0.5, unlit["idm_action_recall_ratio"]
     assert unlit["idm_ratio"] > unlit["idm_action_recall_ratio_min"]      # the head mean hides what this names
 

@@ -53,10 +53,10 @@ from tqdm import tqdm
 from alaya.data.geometry import view_pitch_degrees
 from alaya.evaluation.frame_stats import (colour_drift, frame_stats, late_early_ratio, psnr_frames,
                                           ssim_frames)
-from alaya.evaluation.inverse_dynamics import (InverseDynamics, accuracy, checked_episode, load_episode,
-                                               resize_frames)
+from alaya.evaluation.inverse_dynamics import InverseDynamics, checked_episode, load_episode, resize_frames
 from alaya.evaluation.other_data import fit_actions
 from alaya.evaluation.scripted_play import loop_actions, scripted_actions, still_actions
+from alaya.evaluation.world_replay_metrics import idm_metrics, pick_samples, replay_metrics
 
 
 class WorldSession(Protocol):
@@ -257,15 +257,15 @@ def evaluate_world(make_session: Callable[[], WorldSession], episodes, idm: Inve
                      "baseline_psnr": psnr_frames(np.repeat(real[:1], H, 0), real[1:]),
                      "psnr_shuffled": psnr_frames(gen_shuffled, real[1:])})
         pairs.append((real, np.concatenate([real[:1], gen]), actions))
-    result = _replay_metrics(rows, H)
+    result = replay_metrics(rows, H)
     by_style: dict[str, list[int]] = {}
     for j, r in enumerate(rows):
         by_style.setdefault(r["style"], []).append(j)
-    result["per_style"] = {st: _replay_metrics([rows[j] for j in js], H, summary=True) for st, js in by_style.items()}
+    result["per_style"] = {st: replay_metrics([rows[j] for j in js], H, summary=True) for st, js in by_style.items()}
     if idm is not None:
-        result.update(_idm_metrics(idm, pairs))
+        result.update(idm_metrics(idm, pairs))
         for st, js in by_style.items():
-            result["per_style"][st].update(_idm_metrics(idm, [pairs[j] for j in js], detail=False))
+            result["per_style"][st].update(idm_metrics(idm, [pairs[j] for j in js], detail=False))
     result.update(_long_rollout(drive, eps, cfg, prompts, bar))
     result.update(_loops(drive, eps, cfg, prompts, rng, bar))
     bar.close()
@@ -273,55 +273,8 @@ def evaluate_world(make_session: Callable[[], WorldSession], episodes, idm: Inve
     result["config"] = asdict(cfg)
     result["episodes"] = [name for name, _ in eps]
     result["rows"] = [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in r.items()} for r in rows]
-    result["samples"] = _pick_samples(rows, pairs, cfg.samples)
+    result["samples"] = pick_samples(rows, pairs, cfg.samples)
     return result
-
-
-def _pick_samples(rows: list[dict], pairs: list[tuple], n: int) -> list[dict]:
-    """Up to ``n`` replay windows for the contact sheet: one per episode, new styles first."""
-    out, episodes, styles = [], set(), set()
-    for new_style in (True, False):
-        for r, (real, gen, _) in zip(rows, pairs):
-            if len(out) < n and r["episode"] not in episodes and not (new_style and r["style"] in styles):
-                out.append({"episode": r["episode"], "style": r["style"], "t0": r["t0"], "real": real,
-                            "generated": gen[1:]})
-                episodes.add(r["episode"])
-                styles.add(r["style"])
-    return out
-
-
-def _replay_metrics(rows: list[dict], H: int, summary: bool = False) -> dict:
-    """Per-step means over windows (``psnr_step{k}`` ...) and means over the horizon."""
-    out = {}
-    mean = {k: np.mean([r[k] for r in rows], 0) for k in ("psnr", "ssim", "baseline_psnr", "psnr_shuffled")}
-    steps = (H,) if summary else range(1, H + 1)
-    for k in steps:
-        for key in ("psnr", "ssim", "baseline_psnr", "psnr_shuffled"):
-            out[f"{key}_step{k}"] = float(mean[key][k - 1])
-    for key in mean:
-        out[f"{key}_mean"] = float(mean[key].mean())
-    out["delta_psnr_actions"] = out["psnr_mean"] - out["psnr_shuffled_mean"]
-    out["windows"] = len(rows)
-    return out
-
-
-def _idm_metrics(idm: InverseDynamics, pairs: list[tuple], detail: bool = True) -> dict:
-    """IDM balanced accuracy on real and on generated consecutive pairs, against true actions;
-    ``pairs``: (real (H+1, ...), generated with the real start (H+1, ...), actions (H, 8))."""
-    real_prev, real_next = (np.concatenate([p[0][a:b] for p in pairs]) for a, b in ((0, -1), (1, None)))
-    gen_prev, gen_next = (np.concatenate([p[1][a:b] for p in pairs]) for a, b in ((0, -1), (1, None)))
-    actions = np.concatenate([p[2] for p in pairs])
-    acc_real = accuracy(idm, real_prev, real_next, actions)
-    acc_gen = accuracy(idm, gen_prev, gen_next, actions)
-    r, g = acc_real["balanced_accuracy"], acc_gen["balanced_accuracy"]
-    out = {"idm_accuracy_real": r, "idm_accuracy_generated": g, "idm_ratio": g / r if r > 0 else None}
-    if detail:
-        recall = {k[len("recall_"):]: acc_gen[k] / acc_real[k] for k in acc_real
-                  if k.startswith("recall_") and k != "recall_none" and k in acc_gen and acc_real[k] > 0}
-        out["idm_action_recall_ratio"] = recall
-        out["idm_action_recall_ratio_min"] = min(recall.values()) if recall else None
-        out["idm"] = {"real": acc_real, "generated": acc_gen}
-    return out
 
 
 def _long_rollout(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, bar) -> dict:

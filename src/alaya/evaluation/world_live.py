@@ -237,10 +237,11 @@ def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.n
     sharp = [ratio(lv("gen", w), lv("real", w)) for w in wins]
     changes = [{k: s[k]["colour"][wins[-1]].mean(0) - s[k]["colour"][wins[0]].mean(0) for k in ("gen", "real")}
                for s in series]
-    drifts = [float(np.linalg.norm(c["gen"] - c["real"])) if len(wins) > 1 else None for c in changes]
-    drift_pooled = (float(np.linalg.norm(np.mean([c["gen"] - c["real"] for c in changes], 0)))
-                    if len(wins) > 1 else None)
-    game_change = _mean([float(np.linalg.norm(c["real"])) if len(wins) > 1 else None for c in changes])
+    drifts, drift_pooled, game_change = [None] * len(series), None, None
+    if len(wins) > 1:                     # a colour change needs a first and a last window
+        drifts = [float(np.linalg.norm(c["gen"] - c["real"])) for c in changes]
+        drift_pooled = float(np.linalg.norm(np.mean([c["gen"] - c["real"] for c in changes], 0)))
+        game_change = _mean([float(np.linalg.norm(c["real"])) for c in changes])
     psnr = np.stack([s["psnr"] for s in series])
     pooled = lambda key, w: np.concatenate([s[key]["orientation"][w] for s in series])    # noqa: E731
     orient = [orientation_distance(pooled("gen", w), pooled("real", w)) for w in wins]
