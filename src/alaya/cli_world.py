@@ -25,8 +25,9 @@ def _record(a: argparse.Namespace) -> int:
     if a.source == "game":
         from alaya.engine.game import GameConfig
         from alaya.engine.gameplay import GameplayConfig, record_gameplay
+        from alaya.engine.players import PlayerConfig
         cfg = GameplayConfig(episodes=a.episodes, frames=a.frames, first_seed=a.seed, styles=tuple(a.styles),
-                             game=GameConfig(size=a.size))
+                             game=GameConfig(size=a.size), player=PlayerConfig(wall_contact=a.wall_contact))
         done = record_gameplay(a.out, cfg, progress=not a.quiet)
         print(f"recorded {len(done)} episodes into {a.out} ({a.frames} frames, {a.size}px, styles {', '.join(a.styles)})")
         return 0
@@ -213,6 +214,9 @@ def add_record_commands(sub, isub, style_names) -> None:
     rc.add_argument("--size", type=int, default=64)
     rc.add_argument("--styles", nargs="+", default=["golden_sunset", "snowy_winter"], choices=style_names)
     rc.add_argument("--seed", type=int, default=0, help="first world seed (episode ep<seed>)")
+    rc.add_argument("--wall-contact", type=float, default=0.0,
+                    help="game: share of the walls a scripted player meets that it walks into and along "
+                         "for 20-90 frames instead of turning away (0: always turns away, as before)")
     rc.add_argument("--quiet", action="store_true")
     rc.set_defaults(func=_record)
     vi = isub.add_parser("video", help="a video + per-frame camera poses -> a world-model episode "

@@ -32,3 +32,31 @@ def test_recorded_episodes_hold_the_engines_depth_pose_and_K(tmp_path):
     record_gameplay(tmp_path / "flat", replace(cfg, depth=False), progress=False)
     flat = EpisodeDataset(tmp_path / "flat")
     assert "depth" not in flat.load(flat.ids()[0])
+
+
+def test_a_player_told_to_walks_into_walls_and_stays_there():
+    """``wall_contact``: the share of walls met that the player presses on into (the game's collision
+    holds it there, the view filled by the wall); at 0 it turns away from every wall, as the
+    players always did, and its frames never show a wall that near."""
+    import pytest
+
+    from alaya.engine.players import PlayerConfig
+
+    def against_a_wall(contact: float) -> float:
+        """Share of 600 frames whose median depth is under 0.8 m."""
+        game, player = GameStream(3, GameConfig(size=16, warmup_frames=2)), ScriptedPlayer(3, PlayerConfig(wall_contact=contact))
+        near = 0
+        try:
+            game.step()
+            for _ in range(600):
+                game.apply(player.act(game))
+                depth = game.step()["depth"]
+                near += bool((depth > 0).any()) and float(np.median(depth[depth > 0])) < 0.8
+        finally:
+            game.close()
+        return near / 600
+
+    away, into = against_a_wall(0.0), against_a_wall(1.0)
+    assert away < 0.03 and into > away + 0.05, (away, into)
+    with pytest.raises(ValueError, match="wall_contact"):
+        PlayerConfig(wall_contact=1.5)

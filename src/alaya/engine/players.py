@@ -2,7 +2,8 @@
 
 A ``ScriptedPlayer`` holds a navigation "intent" (walk, walk and turn, turn in place, strafe,
 back up, stand, look around; keyboard-like ±1 values or analog ones) for a random number of
-frames, steers away from walls it is about to walk into, keeps its pitch near a wandering
+frames, steers away from walls it is about to walk into (or, on a ``wall_contact`` share of the
+walls it meets, keeps walking into one and along it for a while, as players do), keeps its pitch near a wandering
 target, and now and then fires a one-shot action (jump, attack, spell, summon) with a cooldown,
 so every action appears often and in every context. Same seed + same game = same episode.
 """
@@ -37,7 +38,17 @@ class PlayerConfig:
     cooldown: int = 8                          # frames between one-shot actions
     action_weights: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)   # jump, attack, spell, summon
     wall_distance: float = 1.2                 # turn away from walls closer than this
+    wall_contact: float = 0.0                  # share of the walls met that the player walks into and
+                                               # along instead (the game's collision stops it there)
+    contact_frames: tuple[int, int] = (20, 90)  # ... for this many frames, its intent held
     pitch_range: tuple[float, float] = (-0.45, 0.2)   # radians the pitch target wanders in
+
+    def __post_init__(self):
+        if not 0.0 <= float(self.wall_contact) <= 1.0:
+            raise ValueError(f"wall_contact: a share in [0, 1], got {self.wall_contact!r}")
+        lo, hi = self.contact_frames
+        if not 1 <= lo <= hi:
+            raise ValueError(f"contact_frames: expected 1 <= low <= high, got {self.contact_frames!r}")
 
 
 class ScriptedPlayer:
@@ -50,6 +61,7 @@ class ScriptedPlayer:
         self._pitch_target = -0.1
         self._escape = 0                           # frames left of turning away from a wall
         self._escape_sign = 1.0
+        self._contact = 0                          # frames left of pressing on into a wall
 
     def _new_intent(self) -> None:
         c, rng = self.config, self.rng
@@ -75,13 +87,19 @@ class ScriptedPlayer:
             self._new_intent()
         self._left -= 1
         forward, strafe, turn = self._intent
-        if self._escape > 0:
+        if self._contact > 0:
+            self._contact -= 1
+        elif self._escape > 0:
             self._escape -= 1
             forward, strafe, turn = 0.0, 0.0, self._escape_sign
         elif forward > 0 and game.world.ray(game.camera_position, yaw_pitch_direction(game.yaw, 0.0)) < c.wall_distance:
-            self._escape = int(rng.integers(15, 40))   # turn in place ~45-120 degrees
-            self._escape_sign = float(rng.choice((-1.0, 1.0)))
-            forward, strafe, turn = 0.0, 0.0, self._escape_sign
+            if c.wall_contact > 0 and rng.random() < c.wall_contact:     # (no draw at 0: old episodes unchanged)
+                self._contact = int(rng.integers(c.contact_frames[0], c.contact_frames[1] + 1))
+                self._left = max(self._left, self._contact)              # the intent (a walk, a walk and turn) holds
+            else:
+                self._escape = int(rng.integers(15, 40))   # turn in place ~45-120 degrees
+                self._escape_sign = float(rng.choice((-1.0, 1.0)))
+                forward, strafe, turn = 0.0, 0.0, self._escape_sign
         nav = game.game.navigation
         step = nav.pitch_rate / game.game.fps
         pitch = float(np.clip((self._pitch_target - game.pitch) / step, -1.0, 1.0))
