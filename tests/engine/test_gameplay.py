@@ -34,7 +34,7 @@ def test_recorded_episodes_hold_the_engines_depth_pose_and_K(tmp_path):
     assert "depth" not in flat.load(flat.ids()[0])
 
 
-def test_a_player_told_to_walks_into_walls_and_stays_there():
+def test_a_player_told_to_walk_into_walls_and_stays_at_them():
     """``wall_contact``: the share of walls met that the player presses on into (the game's collision
     holds it there, the view filled by the wall); at 0 it turns away from every wall, as the
     players always did, and its frames never show a wall that near."""
@@ -44,7 +44,8 @@ def test_a_player_told_to_walks_into_walls_and_stays_there():
 
     def against_a_wall(contact: float) -> float:
         """Share of 600 frames whose median depth is under 0.8 m."""
-        game, player = GameStream(3, GameConfig(size=16, warmup_frames=2)), ScriptedPlayer(3, PlayerConfig(wall_contact=contact))
+        game = GameStream(3, GameConfig(size=16, warmup_frames=2))
+        player = ScriptedPlayer(3, PlayerConfig(wall_contact=contact))
         near = 0
         try:
             game.step()

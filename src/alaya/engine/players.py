@@ -3,9 +3,10 @@
 A ``ScriptedPlayer`` holds a navigation "intent" (walk, walk and turn, turn in place, strafe,
 back up, stand, look around; keyboard-like ±1 values or analog ones) for a random number of
 frames, steers away from walls it is about to walk into (or, on a ``wall_contact`` share of the
-walls it meets, keeps walking into one and along it for a while, as players do), keeps its pitch near a wandering
-target, and now and then fires a one-shot action (jump, attack, spell, summon) with a cooldown,
-so every action appears often and in every context. Same seed + same game = same episode.
+walls it meets, keeps walking into one and along it for a while, as players do), keeps its
+pitch near a wandering target, and now and then fires a one-shot action (jump, attack, spell,
+summon) with a cooldown, so every action appears often and in every context. Same seed + same
+game = same episode.
 """
 
 from __future__ import annotations
