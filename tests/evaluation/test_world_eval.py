@@ -1,6 +1,6 @@
-"""The world-model evaluation on sessions with known answers, in a tiny synthetic world where
-the picture is a texture rolled by the actions (turn: 2 px sideways per frame, pitch: 2 px up
-or down), so a session that rolls its start frame by the actions is a perfect world model."""
+"""The world-model evaluation on sessions with known answers, in the rolled world of
+``rolled_world`` (a texture rolled by the actions: a session that rolls its start frame by the
+actions is a perfect world model). The inverse-dynamics tests are in ``test_world_idm``."""
 
 import dataclasses
 import json
@@ -11,127 +11,16 @@ import pytest
 import torch
 
 from alaya.data.actions import ActionError
-from alaya.evaluation.inverse_dynamics import (IDMConfig, InverseDynamics, ONE_SHOT_CLASSES, accuracy, action_classes,
-                                               balanced_accuracy, load_episode, train_idm)
+from alaya.evaluation.inverse_dynamics import action_classes, balanced_accuracy, load_episode
 from alaya.evaluation.scripted_play import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
                                             loop_actions, scripted_actions, still_actions)
 from alaya.evaluation.frame_stats import colour_drift, frame_stats, late_early_ratio
 from alaya.evaluation.world_eval import WorldEvalConfig, evaluate_world, public_json
 from alaya.evaluation.world_report import write_world_report
 
-SIZE, PX = 32, 2
-TURN, PITCH = 2, 3
-
+from rolled_world import CFG, PITCH, SIZE, TURN, Fade, Frozen, Replay, Shift, episodes, run  # noqa: F401  (episodes: a fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def texture(rng) -> np.ndarray:
-    coarse = rng.random((8, 8, 3))
-    smooth = np.kron(coarse, np.ones((4, 4, 1)))
-    return (255 * (0.6 * smooth + 0.4 * rng.random((SIZE, SIZE, 3)))).astype(np.uint8)
-
-
-def offsets(actions: np.ndarray) -> np.ndarray:
-    """(T, 2) cumulative (dy, dx) roll of each frame."""
-    step = np.stack([-PX * np.round(actions[:, PITCH]), PX * np.round(actions[:, TURN])], 1).astype(int)
-    return np.cumsum(step, 0)
-
-
-def make_episode(seed: int, frames: int = 40, flash: bool = False) -> dict:
-    """Two styles (a texture and its darker, bluer variant) seen through one action sequence;
-    with ``flash``, one-shot actions light a centre patch (a colour per action)."""
-    rng = np.random.default_rng(seed)
-    actions = np.zeros((frames, 8), np.float32)
-    actions[1:, TURN] = rng.choice([-1.0, 0.0, 0.0, 1.0], frames - 1)
-    actions[1:, PITCH] = rng.choice([-1.0, 0.0, 0.0, 1.0], frames - 1)
-    if flash:
-        hits = np.flatnonzero(rng.random(frames) < 0.3)[1:]
-        actions[hits, 4 + rng.integers(4, size=len(hits))] = 1.0
-    base = texture(rng)
-    night = (base * np.array([0.4, 0.5, 0.9])).astype(np.uint8)
-    rgb = np.stack([[np.roll(tex, tuple(o), (0, 1)) for o in offsets(actions)] for tex in (base, night)])
-    if flash:
-        colours = np.array([[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0]], np.uint8)
-        for t in range(frames):
-            shot = np.flatnonzero(actions[t, 4:])
-            if len(shot):
-                rgb[:, t, 12:20, 12:20] = colours[shot[0]]
-    return {"rgb": rgb, "styles": np.array(["day", "night"]), "actions": actions}
-
-
-class Shift:
-    """The perfect world model of this world: the start frame rolled by the actions."""
-    size = SIZE
-
-    def reset(self, frame, prompt):
-        self.start, self.offset = frame, np.zeros(2, int)
-
-    def step(self, action):
-        self.offset += [-PX * int(np.round(action[PITCH])), PX * int(np.round(action[TURN]))]
-        return np.roll(self.start, tuple(self.offset), (0, 1))
-
-
-class Replay:
-    """Replays an episode's true frames from the start frame; ``keyed``: only while the actions
-    are the episode's (else it freezes), otherwise whatever the actions."""
-    size = SIZE
-
-    def __init__(self, episodes, keyed=True):
-        self.episodes, self.keyed = episodes, keyed
-
-    def reset(self, frame, prompt):
-        self.cands = [(ep, s, t) for ep in self.episodes for s in range(2) for t in range(ep["rgb"].shape[1])
-                      if ep["styles"][s] == prompt and np.array_equal(ep["rgb"][s, t], frame)]
-        self.k, self.last = 0, frame
-
-    def step(self, action):
-        self.k += 1
-        self.cands = [(ep, s, t) for ep, s, t in self.cands if t + self.k < ep["rgb"].shape[1]
-                      and (not self.keyed or np.array_equal(ep["actions"][t + self.k], action))]
-        if self.cands:
-            ep, s, t = self.cands[0]
-            self.last = ep["rgb"][s, t + self.k]
-        return self.last
-
-
-class Frozen:
-    size = SIZE
-
-    def reset(self, frame, prompt):
-        self.frame = frame
-
-    def step(self, action):
-        return self.frame
-
-
-class Fade(Shift):
-    """Shift, fading towards ``target`` grey over ``frames`` steps (blur-to-mush, or darkness)."""
-
-    def __init__(self, frames=60, target=128.0):
-        self.frames, self.target = frames, target
-
-    def reset(self, frame, prompt):
-        super().reset(frame, prompt)
-        self.k = 0
-
-    def step(self, action):
-        self.k += 1
-        a = min(1.0, self.k / self.frames)
-        return ((1 - a) * super().step(action) + a * self.target).round().astype(np.uint8)
-
-
-CFG = WorldEvalConfig(horizon=16, episodes=3, windows=2, rollout_frames=120, rollout_window=30,
-                      loop_frames=6, loops=2, still_frames=12, samples=2, gif_frames=20, seed=1)
-
-
-@pytest.fixture(scope="module")
-def episodes():
-    return [make_episode(seed) for seed in range(3)]
-
-
-def run(session, episodes, idm=None, cfg=CFG):
-    return evaluate_world(lambda: session, episodes, idm, cfg, progress=False)
 
 
 def test_action_classes_and_balanced_accuracy():
@@ -290,63 +179,6 @@ def test_standing_still_catches_melting_and_grain(episodes):
     g = run(Grain(), episodes)
     assert g["still_sharpness_ratio"] > 1.25 and g["still_psnr_step12"] < g["still_psnr_step1"] < 100
     assert r["loop_turn_psnr_return"] == g["loop_turn_psnr_return"]   # moving, Grain is Shift
-
-
-@pytest.fixture(scope="module")
-def idm(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("idm")
-    paths = []
-    for seed in range(10, 26):                          # many textures, so that it learns motion
-        paths.append(folder / f"ep{seed}.npz")
-        np.savez(paths[-1], **make_episode(seed, frames=24, flash=True))
-    model = train_idm(paths, folder / "idm", steps=300, batch_size=16, val_every=150, progress=False,
-                      config=IDMConfig(channels=(16, 32), size=32, pool=4, hidden=32), device="cpu")
-    return model, folder / "idm"
-
-
-def test_idm_learns_visible_actions_and_round_trips(idm):
-    model, folder = idm
-    ep = make_episode(99, frames=100, flash=True)        # a texture it has not seen
-    prev, nxt = ep["rgb"][:, :-1].reshape(-1, SIZE, SIZE, 3), ep["rgb"][:, 1:].reshape(-1, SIZE, SIZE, 3)
-    acc = accuracy(model, prev, nxt, np.concatenate([ep["actions"][1:]] * 2))
-    assert acc["balanced_accuracy_turn"] > 0.5 and acc["balanced_accuracy_pitch"] > 0.5, acc   # chance 1/3
-    assert acc["balanced_accuracy_one_shot"] > 0.6, acc                                        # chance 1/5
-    recalls = [acc[f"recall_{c}"] for c in ONE_SHOT_CLASSES if f"recall_{c}" in acc]
-    assert len(recalls) >= 2 and np.isclose(np.mean(recalls), acc["balanced_accuracy_one_shot"]), acc
-    untrained = accuracy(InverseDynamics(model.config), prev, nxt, np.concatenate([ep["actions"][1:]] * 2))
-    assert untrained["balanced_accuracy"] < acc["balanced_accuracy"] - 0.2
-    loaded = InverseDynamics.from_pretrained(folder)
-    assert loaded.config == model.config
-    assert torch.equal(loaded.predict(prev, nxt), model.predict(prev, nxt))
-    card = (folder / "MODEL_CARD.md").read_text()
-    assert "balanced_accuracy" in card and "Steps: 300" in card
-    assert len((folder / "metrics.jsonl").read_text().splitlines()) == 300
-
-
-def test_idm_ratio_is_one_for_replay_and_drops_for_a_frozen_world(idm, episodes):
-    model, _ = idm
-    replay = run(Replay(episodes), episodes, model)
-    assert replay["idm_ratio"] == 1.0 and replay["idm_accuracy_real"] > 0.5
-    frozen = run(Frozen(), episodes, model)
-    assert frozen["idm_accuracy_real"] == replay["idm_accuracy_real"]
-    assert frozen["idm_ratio"] < 0.95                   # forward, strafe, one_shot: "still" is right here
-    real, gen = frozen["idm"]["real"], frozen["idm"]["generated"]
-    assert gen["balanced_accuracy_turn"] < real["balanced_accuracy_turn"] - 0.15
-    assert "idm_accuracy_generated" in frozen["per_style"]["day"]
-
-
-def test_idm_action_recall_names_the_keys_a_world_does_not_show(idm):
-    from alaya.evaluation.world_replay_metrics import idm_metrics
-    model, _ = idm
-    ep = make_episode(99, frames=100, flash=True)
-    real, actions = ep["rgb"][0], ep["actions"][1:]
-    same = idm_metrics(model, [(real, real, actions)])
-    shots = same["idm_action_recall_ratio"]
-    assert shots and "none" not in shots and all(v == 1.0 for v in shots.values()), shots
-    assert same["idm_action_recall_ratio_min"] == 1.0
-    unlit = idm_metrics(model, [(real, make_episode(99, frames=100)["rgb"][0], actions)])   # the moves, no flashes
-    assert unlit["idm_action_recall_ratio_min"] < 0.5, unlit["idm_action_recall_ratio"]
-    assert unlit["idm_ratio"] > unlit["idm_action_recall_ratio_min"]      # the head mean hides what this names
 
 
 def test_report_writes_every_file(episodes, tmp_path):
