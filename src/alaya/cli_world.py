@@ -45,7 +45,8 @@ def _record(a: argparse.Namespace) -> int:
 def train_world_from_args(a: argparse.Namespace, train):
     """``alaya train world``: the world flags of the shared ``train`` parser into a run."""
     from alaya.models.world import WorldModelConfig
-    from alaya.train.world import WorldTrainConfig, train_world
+    from alaya.train.world import train_world
+    from alaya.train.world_config import WorldTrainConfig
     ground = a.ground_warp or a.anchor_warp
     model_cfg = WorldModelConfig(view_warp=a.view_warp or ground, ground_warp=ground, anchor_warp=a.anchor_warp)
     if a.world_widths:

@@ -157,7 +157,8 @@ def test_rolling_renders_hold_only_earlier_frames(episodes):
 
 def test_memory_training_runs_resumes_and_saves(episodes, tmp_path):
     from alaya.train.loop import TrainConfig
-    from alaya.train.world import WorldTrainConfig, train_world
+    from alaya.train.world import train_world
+    from alaya.train.world_config import WorldTrainConfig
     run = tmp_path / "run"
     cfg = WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=TINY, error_prob=0.0,
                            still_prob=0.3, reset_prob=0.3, memory_degrade=0.5, memory_rollout=2, memory_rollout_prob=0.5,
@@ -259,9 +260,10 @@ def test_the_inpainted_hole_base_is_smooth_and_keeps_what_is_covered():
 
 
 def test_the_copied_noise_and_times_match_the_world_recipe():
-    from alaya.train import world as W
+    from alaya.train import world_latent_loss as W
     from alaya.train import world_memory_loss as M
-    cfg = W.WorldTrainConfig(data="unused", one_step_t=0.3)
+    from alaya.train.world_config import WorldTrainConfig
+    cfg = WorldTrainConfig(data="unused", one_step_t=0.3)
     ctx, valid = torch.randn(8, 3, 80, 4, 4), torch.ones(8, 3, 1, 4, 4)
     for a, b in zip(W.add_context_noise(ctx, valid, cfg, np.random.default_rng(0)),
                     M.add_context_noise(ctx, valid, cfg, np.random.default_rng(0))):
@@ -340,7 +342,7 @@ def test_memory_rollout_fills_memory_and_context_with_the_models_own_frames(epis
     from alaya.models.scene_memory import SceneMemoryConfig
     from alaya.text import PromptEncoder
     from alaya.codecs.patch import PatchCodec, PatchCodecConfig
-    from alaya.train.world import WorldTrainConfig
+    from alaya.train.world_config import WorldTrainConfig
     from alaya.train.world_data import LatentEpisodes
     from alaya.train.world_memory import MemoryEpisodes, cache_memory
     from alaya.train.world_memory_rollout import rollout_batch

@@ -9,8 +9,10 @@ import torch
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.codecs.patch import PatchCodec
 from alaya.train.loop import TrainConfig
-from alaya.train.world import (ErrorBank, LatentEpisodes, WorldTrainConfig, add_context_noise, draw_batch,
-                               train_world, training_times, world_loss)
+from alaya.train.world import train_world
+from alaya.train.world_config import WorldTrainConfig
+from alaya.train.world_data import LatentEpisodes, add_context_noise, training_times
+from alaya.train.world_latent_loss import ErrorBank, draw_batch, world_loss
 from tiny_world import record_tiny_episodes
 
 TINY = WorldModelConfig(widths=(16, 32), emb_dim=32)
@@ -182,7 +184,7 @@ def test_ground_warp_trains_from_the_recorded_pitch(episodes, encoder, tmp_path)
 def test_standing_still_samples_repeat_one_frame_with_no_action(episodes, encoder):
     """A still sample: no action rows, every context frame and the target are recorded frame
     n-1; the error bank's still rollouts are measured against their start frame."""
-    from alaya.train.world import stand_still
+    from alaya.train.world_latent_loss import stand_still
     data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
     cfg = WorldTrainConfig(data=str(episodes), model=TINY, still_prob=1.0, error_rollouts=3, error_horizon=4)
     rng = np.random.default_rng(0)
@@ -245,7 +247,7 @@ def test_unrolled_loss_of_a_copy_last_world_is_its_recorded_change(episodes, enc
     where it stands still; ``velocity_loss_weight`` at t = 1 scales both."""
     from types import SimpleNamespace
     from alaya.diffusion.flow import velocity_loss_weight
-    from alaya.train.world import free_rollout_starts, unroll_loss
+    from alaya.train.world_latent_loss import free_rollout_starts, unroll_loss
     data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
     copy_last = SimpleNamespace(generate=lambda z, anchor, ctx, *a, **k: ctx[:, 0])
     weights = torch.rand(48) + 0.5
@@ -264,7 +266,7 @@ def test_unrolled_loss_trains_through_the_chain(episodes, encoder):
     """Backpropagation through the rollout: a later frame's error reaches an earlier generated
     frame through the context it feeds, and the chain is the one a session plays (the same
     frames as the gradient-free sampler)."""
-    from alaya.train.world import free_rollout_starts, play_along
+    from alaya.train.world_latent_loss import free_rollout_starts, play_along
     data = LatentEpisodes(str(episodes), None, "train", encoder, PatchCodec())
     cfg = WorldTrainConfig(data="unused", model=TINY, unroll=3, still_prob=0.5)
     model = WorldModel(TINY)

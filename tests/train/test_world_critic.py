@@ -79,7 +79,8 @@ def episodes(tmp_path_factory):
 
 def test_a_run_with_the_critic_trains_resumes_and_saves_the_world_model(episodes, tmp_path, monkeypatch):
     from alaya.train.loop import TrainConfig
-    from alaya.train.world import WorldTrainConfig, train_world
+    from alaya.train.world import train_world
+    from alaya.train.world_config import WorldTrainConfig
     run = tmp_path / "run"
     cfg = WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=TINY, error_prob=0.0,
                            still_prob=0.2, one_step_t=0.5, adversarial_weight=0.5, adversarial_start=1,
@@ -107,7 +108,8 @@ def test_a_run_with_the_critic_trains_resumes_and_saves_the_world_model(episodes
 
 def test_a_run_with_the_spectrum_loss_logs_it_and_needs_the_one_step_samples(episodes, tmp_path):
     from alaya.train.loop import TrainConfig
-    from alaya.train.world import WorldTrainConfig, train_world
+    from alaya.train.world import train_world
+    from alaya.train.world_config import WorldTrainConfig
     run = tmp_path / "run"
     train_world(WorldTrainConfig(data=str(episodes), out=str(tmp_path / "out"), model=TINY, error_prob=0.0,
                                  one_step_t=1.0, spectrum_weight=1.0, spectrum_patch=8, val_batches=1,

@@ -45,7 +45,7 @@ def test_a_share_of_the_frames_is_focused():
 
 
 def test_the_focus_is_checked():
-    from alaya.train.world import WorldTrainConfig
+    from alaya.train.world_config import WorldTrainConfig
     with pytest.raises(ValueError, match="action_focus must"):
         WorldTrainConfig(data="d", action_focus=1.5)
     with pytest.raises(ValueError, match="action_focus_span"):
