@@ -33,18 +33,26 @@ def scene() -> Scene:
 
 class GameSession:
     """The real game as a session: a perfect world model; ``blur`` box-blurs its frames,
-    ``grain`` adds a checkerboard of ± that many grey levels."""
+    ``grain`` adds a checkerboard of ± that many grey levels, ``stray`` reports a camera that
+    moves that many metres a frame to its right of the game's."""
 
-    def __init__(self, scene: Scene, blur: bool = False, grain: int = 0):
-        self.scene, self.blur, self.grain = scene, blur, grain
+    def __init__(self, scene: Scene, blur: bool = False, grain: int = 0, stray: float = 0.0):
+        self.scene, self.blur, self.grain, self.stray = scene, blur, grain, stray
 
     def reset(self, frame):
         from alaya.engine.game import GameConfig, GameStream
         self.game = GameStream(self.scene.seed, GameConfig(size=SIZE))
         self.game.step()
+        self.steps = 0
         assert np.array_equal(self.game.render_style(self.scene.style), frame)
 
+    def camera_view(self):
+        shift = np.eye(4)
+        shift[0, 3] = -self.stray * self.steps          # the camera's centre, stray * steps to its right
+        return shift @ self.game.world_to_camera
+
     def step(self, row):
+        self.steps += 1
         self.game.apply(row)
         self.game.step()
         f = self.game.render_style(self.scene.style)
@@ -143,6 +151,8 @@ def test_the_real_game_as_a_session_scores_perfectly(oracle):
     assert len(r["scripts"]["play"]["structure_windows"]) == 3 and r["structure_max"] < 0.2   # patch sampling's floor
     assert r["action_ratio_min"] == 1.0 and r["actions"]["frames_per_run"] == 6 + 2 * 15
     assert r["action_placement_min"] == pytest.approx(1.0)
+    assert r["camera_position_max"] == 0.0 and r["walk_back_return_camera"] == 0.0      # the game's own camera
+    assert all(s["camera_apart_frame"] is None and s["camera_rotation_max"] < 1e-4 for s in r["scripts"].values())
     assert all(v["real"] > 0.5 and v["ratio"] == 1.0 and v["placement"] == pytest.approx(1.0)
                for v in r["actions"]["responses"].values())
 
@@ -160,6 +170,33 @@ def test_blurred_frames_lose_sharpness_and_detail(oracle):
     assert grain["still_hf_ratio_max"] > 1.5 and grain["sharpness_min"] > 1.5     # a checkerboard counts
     assert grain["sharpness_in_band"] is False and r["sharpness_in_band"] is False   # too sharp or too soft
     assert grain["still_psnr_static_min"] == 100.0                                # ... and it stays put
+
+
+def test_a_camera_that_strays_from_the_game_is_measured_and_named():
+    s = scene()
+    r = evaluate_live(lambda sc: GameSession(sc, stray=0.15), game_player(SIZE), [s],
+                      LiveConfig(scripts=("play", "walk_back"), frames=24, window=8, actions=False))
+    play = r["scripts"]["play"]
+    assert play["camera_apart_frame"] == 7 and play["per_scene"][0]["camera_apart_frame"] == 7   # 1.05 m
+    assert play["camera_position_last"] == pytest.approx(0.15 * 24, rel=1e-4)
+    assert play["camera_position_windows"] == pytest.approx([0.15 * 4.5, 0.15 * 12.5, 0.15 * 20.5], rel=1e-4)
+    assert play["camera_rotation_max"] < 1e-3                                   # moved, not turned
+    back = r["scripts"]["walk_back"]
+    frames = len(live_scripts(("walk_back",), 24)[0]["walk_back"].actions)
+    assert r["walk_back_return_camera"] == pytest.approx(0.15 * frames, rel=1e-4)
+    assert r["camera_position_max"] == pytest.approx(back["camera_position_last"], rel=1e-4)
+
+
+def test_a_session_without_a_camera_or_a_game_without_one_reports_none():
+    s = scene()
+    blind = type("Blind", (GameSession,), {"camera_view": None})
+    r = evaluate_live(lambda sc: blind(sc), game_player(SIZE), [s], LiveConfig(scripts=("play",), frames=16, window=8,
+                                                                                actions=False))
+    assert r["camera_position_max"] is None and "camera_position_max" not in r["scripts"]["play"]
+    frames_only = lambda sc, rows: game_player(SIZE)(sc, rows)[0]          # noqa: E731
+    r = evaluate_live(lambda sc: GameSession(sc), frames_only, [s], LiveConfig(scripts=("play",), frames=16, window=8,
+                                                                              actions=False))
+    assert r["camera_position_max"] is None and r["psnr_mean"] == 100.0
 
 
 class DeafSession(GameSession):

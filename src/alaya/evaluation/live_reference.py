@@ -25,23 +25,27 @@ from alaya.evaluation.world_live import Scene
 EPISODE_SEED = re.compile(r"^ep(\d+)$")
 
 
-def play_in_game(seed: int, style: str, actions: np.ndarray, size: int, progress: bool = False) -> np.ndarray:
+def play_in_game(seed: int, style: str, actions: np.ndarray, size: int, progress: bool = False,
+                 cameras: bool = False):
     """uint8 (T + 1, size, size, 3): the game of world ``seed`` in ``style``, frame 0 (the start,
-    as ``record_episode`` records it) and one frame per action row after it."""
+    as ``record_episode`` records it) and one frame per action row after it; with ``cameras``,
+    (those frames, float64 (T + 1, 4, 4) the camera's world_to_camera at each)."""
     from tqdm import tqdm
 
     from alaya.engine.game import GameConfig, GameStream
     game = GameStream(seed, GameConfig(size=size))
     try:
         game.step()
+        views = [game.world_to_camera.copy()]
         frames = [game.render_style(style)]
         for row in tqdm(actions, desc=f"game {seed} {style}", disable=not progress, unit="frame", leave=False):
             game.apply(row)
             game.step()
+            views.append(game.world_to_camera.copy())
             frames.append(game.render_style(style))
     finally:
         game.close()
-    return np.stack(frames)
+    return (np.stack(frames), np.stack(views).astype(np.float64)) if cameras else np.stack(frames)
 
 
 def game_start(seed: int, style: str, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,8 +61,12 @@ def game_start(seed: int, style: str, size: int) -> tuple[np.ndarray, np.ndarray
 
 
 def game_player(size: int, progress: bool = False):
-    """``play_real(scene, actions)`` for ``evaluate_live``: the game's frames after the start."""
-    return lambda scene, actions: play_in_game(scene.seed, scene.style, actions, size, progress)[1:]
+    """``play_real(scene, actions)`` for ``evaluate_live``: (the game's frames after the start,
+    its cameras from the start on)."""
+    def play(scene, actions):
+        frames, views = play_in_game(scene.seed, scene.style, actions, size, progress, cameras=True)
+        return frames[1:], views
+    return play
 
 
 def _split_name(stem: str) -> tuple[str, str]:

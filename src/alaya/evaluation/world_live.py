@@ -25,8 +25,12 @@ brown, and not which colour the unseen part of one world happens to have); stand
 ``still_psnr_min`` / ``_mean`` (every still frame against the frame where the player stopped;
 ``still_psnr_static_*`` over the pixels the game itself leaves unchanged) and
 ``still_hf_ratio_max`` (high-frequency energy, generated over real); walking back:
-``return_psnr`` (the frame on return against the real game's); per-frame PSNR against the real
-frames; the session's frames per second; and ``actions`` / ``action_ratio_min`` /
+``return_psnr`` (the frame on return against the real game's); where the session has a
+``camera_view()`` and ``play_real`` returns the game's cameras: ``camera_position_windows`` /
+``_max`` / ``_last`` (metres between the session's camera and the game's, ``live_camera``),
+``camera_rotation_max`` (degrees) and ``camera_apart_frame`` (the first frame a scene's cameras
+are ``CAMERA_APART`` apart: from there on the frames compared are of different places);
+per-frame PSNR against the real frames; the session's frames per second; and ``actions`` / ``action_ratio_min`` /
 ``action_placement_min``: how strongly each one-shot action changes the frames, generated over
 the game's, and whether the change lies where the game's does (``live_actions``).
 """
@@ -44,11 +48,13 @@ from tqdm import tqdm
 from alaya.data.actions import ACTION_COLUMNS
 from alaya.evaluation import metrics as M
 from alaya.evaluation.live_actions import play_actions
+from alaya.evaluation.live_camera import camera_errors
 from alaya.evaluation.live_scripts import MINUTE, SCRIPTS, LiveScript, live_scripts
 from alaya.evaluation.patch_distance import structure_distance
 
 WINDOW = 300          # frames of a sharpness window (10 s)
 SHARPNESS_BAND = (0.6, 1.5)   # a window's ratio outside it: blur below, grain or patchwork above
+CAMERA_APART = 1.0   # metres between the session's camera and the game's: from here on, frames of different places
                               # (1.5: the standing-still line's bound on high-frequency energy)
 CHUNK = 300           # frames turned into float tensors at once
 STRUCTURE_STRIDE = 3  # the structure distance looks at every third frame of a window ...
@@ -172,20 +178,35 @@ def ratio(num: float, den: float) -> float:
 
 
 def play_session(session, start: np.ndarray, actions: np.ndarray, desc: str = "",
-                 progress: bool = False, depth: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                 progress: bool = False, depth: np.ndarray | None = None):
     """``session.reset(start)`` (with ``depth`` when given), then one ``step`` per row, as
-    ``alaya play --world``: the frames (T, S, S, 3) and the seconds each step took (T,)."""
+    ``alaya play --world``: the frames (T, S, S, 3), the seconds each step took (T,) and, for a
+    session with a ``camera_view()`` (world_to_camera), its cameras from the start on (T + 1,
+    4, 4; else None), read outside the timed steps."""
     if depth is None:
         session.reset(start)
     else:
         session.reset(start, depth=depth)
+    camera = getattr(session, "camera_view", None)
+    views = [np.asarray(camera(), np.float64)] if camera is not None else None
     frames, seconds = [], []
     for row in tqdm(actions, desc=desc, disable=not progress, unit="frame", leave=False):
         t0 = time.perf_counter()
         frame = session.step(row)
         seconds.append(time.perf_counter() - t0)
         frames.append(np.asarray(frame))
-    return np.stack(frames), np.array(seconds)
+        if views is not None:
+            views.append(np.asarray(camera(), np.float64))
+    return np.stack(frames), np.array(seconds), (np.stack(views) if views is not None else None)
+
+
+def real_play(out) -> tuple[np.ndarray, np.ndarray | None]:
+    """(frames, cameras or None) of what ``play_real`` returned: the frames, or (frames, the
+    game's world_to_camera (T + 1, 4, 4) from the start on)."""
+    if isinstance(out, tuple):
+        frames, views = out
+        return np.asarray(frames), np.asarray(views, np.float64)
+    return np.asarray(out), None
 
 
 def structure_series(gen: np.ndarray, real: np.ndarray, window: int) -> np.ndarray:
@@ -200,14 +221,20 @@ def structure_series(gen: np.ndarray, real: np.ndarray, window: int) -> np.ndarr
     return np.array(out)
 
 
-def compare(gen: np.ndarray, real: np.ndarray, start: np.ndarray, script: LiveScript, window: int = WINDOW) -> dict:
+def compare(gen: np.ndarray, real: np.ndarray, start: np.ndarray, script: LiveScript, window: int = WINDOW,
+            cameras: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     """Per-frame series of one scene and script: generated and real ``frame_series``, ``psnr``
-    against the real frames, the ``structure`` distance per window, and the script's landmarks
-    (standing still, the return)."""
+    against the real frames, the ``structure`` distance per window, the script's landmarks
+    (standing still, the return) and, given both camera paths (generated, real; T + 1 each),
+    ``camera`` (``live_camera.camera_errors`` of the frames after the start)."""
     if gen.shape != real.shape or gen.shape[1:] != start.shape:
         raise ValueError(f"generated {gen.shape}, real {real.shape} and start {start.shape} frames disagree")
     out = {"gen": frame_series(gen), "real": frame_series(real), "psnr": psnr_series(gen, real),
            "structure": structure_series(gen, real, window)}
+    if cameras is not None:
+        if len(cameras[0]) != len(gen) + 1:
+            raise ValueError(f"cameras: expected {len(gen) + 1} (the start and one per frame), got {len(cameras[0])}")
+        out["camera"] = {k: v[1:] for k, v in camera_errors(*cameras).items()}
     if "still_from" in script.marks:
         k = script.marks["still_from"]                  # frame k: where the player stops (0: the start)
         refs = {}
@@ -285,14 +312,32 @@ def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.n
                    real_return_vs_start_psnr=float(np.mean([s["real_return_vs_start"] for s in series])))
         for d, s in zip(scenes, series):
             d.update(return_psnr=float(s["psnr"][-1]))
+    if all("camera" in s for s in series):     # where the session's camera is against the game's
+        position = np.stack([s["camera"]["position"] for s in series])
+        rotation = np.stack([s["camera"]["rotation"] for s in series])
+        out.update(camera_position_windows=[float(position[:, w].mean()) for w in wins],
+                   camera_position_last=float(position[:, -1].mean()),
+                   camera_position_max=float(position.max()), camera_rotation_max=float(rotation.max()),
+                   camera_apart_frame=apart_frame(position))
+        for d, p in zip(scenes, position):
+            d.update(camera_position_last=float(p[-1]), camera_apart_frame=apart_frame(p[None]))
     out["per_scene"] = scenes
     return out
+
+
+def apart_frame(position: np.ndarray, metres: float = CAMERA_APART) -> int | None:
+    """The first frame (1-based) where any scene's camera (rows of ``position``, metres from
+    the game's) is ``metres`` or more from the game's; None if never."""
+    apart = np.flatnonzero((np.asarray(position) >= metres).any(0))
+    return int(apart[0]) + 1 if apart.size else None
 
 
 def overall(scripts: dict[str, dict], seconds: float, frames: int) -> dict:
     """The headline numbers over every script played (None where no script measures one):
     the minimum sharpness window, the largest colour drift, standing still and the return from
-    their scripts, PSNR over every frame, frames per second over every step."""
+    their scripts (with how far the camera came back from the game's), the largest distance
+    between the session's camera and the game's, PSNR over every frame, frames per second over
+    every step."""
     got = lambda key: [s[key] for s in scripts.values() if s.get(key) is not None]    # noqa: E731
     still, back = scripts.get("still", {}), scripts.get("walk_back", {})
     total = sum(s["frames"] * s["scenes"] for s in scripts.values())
@@ -308,6 +353,8 @@ def overall(scripts: dict[str, dict], seconds: float, frames: int) -> dict:
             "still_psnr_static_min": still.get("still_psnr_static_min"),
             "still_hf_ratio_max": still.get("still_hf_ratio_max"),
             "walk_back_return_psnr": back.get("return_psnr"),
+            "walk_back_return_camera": back.get("camera_position_last"),
+            "camera_position_max": max(got("camera_position_max"), default=None),
             "psnr_mean": float(sum(s["psnr_mean"] * s["frames"] * s["scenes"] for s in scripts.values()) / total)
             if total else None,
             "fps": float(frames / seconds) if seconds > 0 else None}
@@ -329,10 +376,11 @@ def evaluate_live(make_session, play_real, scenes: list[Scene], cfg: LiveConfig 
         series, seconds = [], []
         for i, scene in enumerate(scenes):
             desc = f"{name} {scene.name}"
-            gen, sec = play_session(make_session(scene), scene.start, script.actions, desc, progress,
-                                    scene.start_depth)
-            real = np.asarray(play_real(scene, script.actions))
-            series.append(compare(gen, real, scene.start, script, cfg.window))
+            gen, sec, gen_views = play_session(make_session(scene), scene.start, script.actions, desc, progress,
+                                               scene.start_depth)
+            real, real_views = real_play(play_real(scene, script.actions))
+            cameras = (gen_views, real_views) if gen_views is not None and real_views is not None else None
+            series.append(compare(gen, real, scene.start, script, cfg.window, cameras))
             seconds.append(sec)
             if name == gif_script and i == 0:
                 gif = {"generated": gen, "real": real, "start": scene.start, "scene": scene.name, "script": name}
@@ -345,7 +393,8 @@ def evaluate_live(make_session, play_real, scenes: list[Scene], cfg: LiveConfig 
     if cfg.actions:
         generated = lambda scene, rows: play_session(make_session(scene), scene.start, rows,     # noqa: E731
                                                      f"actions {scene.name}", progress, scene.start_depth)[0]
-        actions = play_actions(generated, play_real, scenes, cfg.columns)
+        actions = play_actions(generated, lambda scene, rows: real_play(play_real(scene, rows))[0], scenes,
+                               cfg.columns)
     return {"config": {"scripts": list(scripts), "frames": cfg.frames, "window": cfg.window, "seed": cfg.seed},
             "scenes": [{"name": s.name, "seed": s.seed, "style": s.style, "prompt": s.prompt,
                         "size": int(s.start.shape[0]), "start_psnr": s.start_psnr} for s in scenes],
