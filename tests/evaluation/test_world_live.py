@@ -16,7 +16,8 @@ from alaya.evaluation.live_reference import game_player, play_in_game, start_sce
 from alaya.evaluation.live_report import write_live_report
 from alaya.evaluation.live_scripts import (LOOK_RANGE_DEGREES, PITCH_DEGREES_PER_FRAME, START_PITCH_DEGREES,
                                            data_action_columns, live_scripts, play_script, turn_around_frames)
-from alaya.evaluation.world_live import (LiveConfig, Scene, evaluate_live, hf_energy, psnr_where, public_json,
+from alaya.evaluation.frame_stats import hf_energy
+from alaya.evaluation.world_live import (LiveConfig, Scene, evaluate_live, psnr_where, public_json,
                                         windows)
 
 from tiny_world import one_thread, tiny_world_folder  # noqa: F401  (one_thread: a fixture)
@@ -335,7 +336,7 @@ def test_report_without_a_minute_writes_json_and_plot(oracle, tmp_path):
 
 
 def test_edge_orientation_tells_streaks_and_squares_from_a_rendered_scene():
-    from alaya.evaluation.world_live import ORIENTATION_BINS, orientation_distance, orientation_histogram
+    from alaya.evaluation.frame_stats import ORIENTATION_BINS, orientation_distance, orientation_histogram
     rng = np.random.default_rng(0)
     scene = play_in_game(3, "golden_sunset", np.zeros((3, 8), np.float32), 64)        # the game's own frames
     streaks = np.repeat(rng.integers(0, 256, (4, 64, 1, 3)), 64, axis=2).astype(np.uint8)   # each row one colour
