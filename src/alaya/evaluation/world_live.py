@@ -5,7 +5,8 @@ from the same start, compared frame by frame.
 
 It sees a session (``reset(frame)``, ``step(row)`` -> uint8 (S, S, 3)) made per scene by
 ``make_session(scene)``, and the real game only as ``play_real(scene, actions)`` -> uint8
-(T, S, S, 3), the frames after the start (``alaya.evaluation.live_reference`` plays our game).
+(T, S, S, 3), the frames after the start, or (those frames, the game's world_to_camera (T + 1,
+4, 4) from the start on) (``alaya.evaluation.live_reference`` plays our game, with its cameras).
 
 Metrics, per script (pooled over the scenes) and overall (docs/world.md defines each):
 ``sharpness_windows`` (Laplacian variance of the generated frames over the real frames', per
