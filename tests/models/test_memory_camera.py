@@ -109,3 +109,32 @@ def test_stop_at_surfaces_shortens_only_a_walk_into_what_the_view_shows():
     rise = move(0.0, 0.5, 1.0)                                                   # up and forward: only the walk stops
     out = walk(stop_at_surfaces(rise, view, wall, K, 0.3))
     assert float(out[2]) == pytest.approx(float(walk(rise)[2]), abs=1e-4)
+
+
+def _looking_along_x(x: float, y: float, eye: float = 1.4) -> np.ndarray:
+    """world_to_camera (GL axes, z up) of a camera at (x, y, eye) looking along world +x."""
+    R = np.array([[0.0, -1.0, 0.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]])     # rows: right, up, back
+    m = np.eye(4)
+    m[:3, :3], m[:3, 3] = R, -R @ np.array([x, y, eye])
+    return m
+
+
+def test_a_start_view_in_a_walkable_region_keeps_the_camera_inside_it():
+    from alaya.data.walkable_region import WalkableRegion
+    from alaya.models.camera_constraints import camera_centre
+    from alaya.runtime.world_session import WorldSession
+    frame = np.random.default_rng(6).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    region = WalkableRegion(np.array([[-6.0, -6.0], [6.0, -6.0], [6.0, 6.0], [-6.0, 6.0]]))
+    open_ground = np.zeros((32, 32), np.float32)                            # all sky: no surface stops it
+    walked = {}
+    for view in (None, _looking_along_x(5.0, 0.0)):
+        session = WorldSession(still_model(), size=32, backend="torch", camera_motion=_WalkForward(), region=region)
+        session.reset(frame, depth=open_ground, view=view)
+        start = camera_centre(session.camera_view().double())
+        for _ in range(20):
+            session.step(np.zeros(8, np.float32))
+        walked[view is None] = float((camera_centre(session.camera_view().double()) - start).norm())
+    assert walked[True] == pytest.approx(2.0, abs=1e-3)     # no start view: free, 20 steps of 0.1 m
+    assert walked[False] == pytest.approx(1.0, abs=1e-3)    # from x = 5 to the region's edge at x = 6
+    with pytest.raises(ValueError, match="view"):
+        session.reset(frame, depth=open_ground, view=np.full((4, 4), np.nan))

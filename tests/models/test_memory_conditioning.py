@@ -305,6 +305,24 @@ def test_start_frames_ship_their_recorded_depth(episodes, tmp_path):
     assert load_start_depths(tmp_path, 32)[1] is None            # none shipped: the model predicts it
 
 
+def test_start_frames_ship_their_camera_and_the_region_players_stood_in(episodes, tmp_path):
+    from alaya.data.episodes import EpisodeDataset
+    from alaya.data.start_frames import write_start_frames
+    from alaya.runtime.world_session import load_region, load_start_views
+    paths = write_start_frames(episodes, tmp_path, count=2, split="train")
+    ds = EpisodeDataset(episodes)
+    views = load_start_views(tmp_path)
+    np.testing.assert_allclose(views[0], ds.load(paths[0].stem.split("_")[1])["world_to_camera"][0], atol=1e-6)
+    region = load_region(tmp_path)
+    for eid in ds.ids("train"):                                   # every recorded camera is inside
+        m = ds.load(eid)["world_to_camera"].astype(np.float64)
+        centres = -np.einsum("nji,nj->ni", m[:, :3, :3], m[:, :3, 3])
+        assert all(region.contains(c[:2]) for c in centres)
+    np.save(paths[1].with_suffix(".view.npy"), np.eye(4) * 2)
+    with pytest.raises(ValueError, match="view.npy"):
+        load_start_views(tmp_path)
+
+
 def test_a_memory_model_ships_its_learned_camera(episodes, tmp_path):
     from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
     from alaya.runtime.world_session import WorldSessionFactory

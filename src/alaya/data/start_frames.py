@@ -1,6 +1,7 @@
 """Start frames of a world model, what a session starts from, taken from an episodes dataset:
-``write_start_frames`` writes them to ``<folder>/starts/``, ``read_start_depth`` reads a start
-frame's recorded depth back."""
+``write_start_frames`` writes them to ``<folder>/starts/`` (with the recorded depth and camera of
+each, and the region the recordings' players stood in), ``read_start_depth`` and
+``read_start_view`` read a start frame's recorded depth and camera back."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 from alaya.data.clipio import ClipError
 from alaya.data.episodes import EPISODES_FILE, EpisodeDataset
 from alaya.io import atomic_path
+from alaya.data.walkable_region import REGION_FILE, WalkableRegion
 
 STARTS_DIR = "starts"
 
@@ -23,7 +25,10 @@ def write_start_frames(root: str | os.PathLike[str], folder: str | os.PathLike[s
     ``split`` (if it has none: val, test, then train) in ``style`` (default: the first
     style of episodes.json), written as ``<folder>/starts/NN_<episode>_<style>.png`` (atomically),
     with its recorded depth beside it as ``NN_<episode>_<style>.depth.npy`` (float16 metres, 0 on
-    the sky) where the episode has depth: a memory model starts from it. Start frames already in
+    the sky) where the episode has depth: a memory model starts from it. Where the episodes have
+    cameras, each start's ``world_to_camera`` goes beside it as ``.view.npy`` (float64 (4, 4))
+    and the training split's camera centres bound ``starts/region.json`` (``WalkableRegion``):
+    a session started with that view keeps its camera inside the region. Start frames already in
     ``starts/`` are replaced. Returns the PNG paths written."""
     from PIL import Image
 
@@ -37,7 +42,7 @@ def write_start_frames(root: str | os.PathLike[str], folder: str | os.PathLike[s
         raise ValueError(f"{Path(root) / EPISODES_FILE}: no episodes to take start frames from")
     out = Path(folder) / STARTS_DIR
     out.mkdir(parents=True, exist_ok=True)
-    for old in [*out.glob("*.png"), *out.glob("*.depth.npy")]:
+    for old in [*out.glob("*.png"), *out.glob("*.depth.npy"), *out.glob("*.view.npy"), *out.glob(REGION_FILE)]:
         old.unlink()
     paths = []
     for i, eid in enumerate(ids):
@@ -51,8 +56,25 @@ def write_start_frames(root: str | os.PathLike[str], folder: str | os.PathLike[s
         if "depth" in ep:
             with atomic_path(path.with_suffix(".depth.npy"), keep_suffix=True) as tmp, open(tmp, "wb") as f:
                 np.save(f, np.asarray(ep["depth"][0], np.float16), allow_pickle=False)
+        if "world_to_camera" in ep:
+            with atomic_path(path.with_suffix(".view.npy"), keep_suffix=True) as tmp, open(tmp, "wb") as f:
+                np.save(f, np.asarray(ep["world_to_camera"][0], np.float64), allow_pickle=False)
         paths.append(path)
+    region = recorded_region(ds, ("train", "val", "test"))
+    if region is not None:
+        region[0].save(out / REGION_FILE, frames=region[1])
     return paths
+
+
+def recorded_region(ds: EpisodeDataset, splits) -> tuple[WalkableRegion, int] | None:
+    """(the region the cameras of the first of ``splits`` that has episodes stood in, how many
+    camera positions bound it), or None when its episodes have no cameras."""
+    ids = next((ds.ids(s) for s in splits if ds.ids(s)), [])
+    views = [ds.load(eid).get("world_to_camera") for eid in ids]
+    if not views or any(v is None for v in views):
+        return None
+    views = np.concatenate([np.asarray(v, np.float64) for v in views])
+    return WalkableRegion.from_cameras(views), len(views)
 
 
 def read_start_depth(start: str | os.PathLike[str], size: int | None = None) -> np.ndarray | None:
@@ -66,3 +88,20 @@ def read_start_depth(start: str | os.PathLike[str], size: int | None = None) -> 
     if d.ndim != 2 or (size is not None and d.shape != (size, size)) or not np.isfinite(d).all() or (d < 0).any():
         raise ValueError(f"{f}: expected finite depth >= 0 of shape {(size, size) if size else '(H, W)'}, got {d.shape}")
     return d
+
+
+def read_start_view(start: str | os.PathLike[str]) -> np.ndarray | None:
+    """The recorded camera shipped beside a start frame (``write_start_frames``' ``.view.npy``) as
+    float64 (4, 4) world_to_camera, None if there is none; checked: finite and rigid."""
+    f = Path(start).with_suffix(".view.npy")
+    return rigid_view(np.load(f, allow_pickle=False), str(f)) if f.exists() else None
+
+
+def rigid_view(value, name: str = "view") -> np.ndarray:
+    """``value`` as float64 (4, 4) world_to_camera, checked finite and rigid (an orthonormal
+    rotation, last row 0 0 0 1); a ValueError names ``name`` otherwise."""
+    m = np.asarray(value, dtype=np.float64)
+    if m.shape != (4, 4) or not np.isfinite(m).all() or np.abs(m[3] - [0, 0, 0, 1]).max() > 1e-6 \
+            or np.abs(m[:3, :3] @ m[:3, :3].T - np.eye(3)).max() > 1e-4 or np.linalg.det(m[:3, :3]) <= 0:
+        raise ValueError(f"{name}: expected a finite rigid (4, 4) world_to_camera, got shape {m.shape}")
+    return m

@@ -48,14 +48,16 @@ def play_in_game(seed: int, style: str, actions: np.ndarray, size: int, progress
     return (np.stack(frames), np.stack(views).astype(np.float64)) if cameras else np.stack(frames)
 
 
-def game_start(seed: int, style: str, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """(uint8 (size, size, 3), float32 (size, size) metres, 0 on the sky): the game's frame 0 of
-    world ``seed`` in ``style`` and its depth, as ``record_episode`` records them."""
+def game_start(seed: int, style: str, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(uint8 (size, size, 3), float32 (size, size) metres, 0 on the sky, float64 (4, 4)): the
+    game's frame 0 of world ``seed`` in ``style``, its depth and its camera (world_to_camera), as
+    ``record_episode`` records them."""
     from alaya.engine.game import GameConfig, GameStream
     game = GameStream(seed, GameConfig(size=size))
     try:
         frame = game.step()
-        return game.render_style(style), np.asarray(frame["depth"], np.float32)
+        return (game.render_style(style), np.asarray(frame["depth"], np.float32),
+                game.world_to_camera.astype(np.float64))
     finally:
         game.close()
 
@@ -89,8 +91,8 @@ def start_scenes(weights: str | os.PathLike[str], size: int, data: str | os.Path
     episode, else from the ``ep<seed>`` id), its style's first phrasing as the prompt, and the
     start frame: the shipped one at ``size``, else the game's frame 0, with its depth (the
     shipped ``.depth.npy`` beside the shipped frame, else the game's; ``start_depth=False``: none,
-    the session predicts it)."""
-    from alaya.data.start_frames import read_start_depth
+    the session predicts it), and its camera (the shipped ``.view.npy``, else the game's)."""
+    from alaya.data.start_frames import read_start_depth, read_start_view
     from alaya.engine.styles import get_style
     paths = sorted((Path(weights) / "starts").glob("*.png"))
     if not paths:
@@ -109,16 +111,17 @@ def start_scenes(weights: str | os.PathLike[str], size: int, data: str | os.Path
                 raise ValueError(f"{p}: cannot tell the game's world seed of episode {episode!r} "
                                  f"(not ep<seed>; pass --data with its episodes.json)")
             seed = int(m.group(1))
-        game_frame, game_depth = game_start(seed, style, size)
+        game_frame, game_depth, game_view = game_start(seed, style, size)
         shipped = np.array(Image.open(p).convert("RGB"))
-        start, start_psnr, depth = game_frame, None, game_depth
+        start, start_psnr, depth, view = game_frame, None, game_depth, game_view
         if shipped.shape == game_frame.shape:
             start, start_psnr = shipped, float(psnr_frames(shipped[None], game_frame[None])[0])
             shipped_depth = read_start_depth(p, size)
             if shipped_depth is not None:
                 depth = shipped_depth
+            view = read_start_view(p)
         scenes.append(Scene(f"{episode}_{style}", seed, style, get_style(style).phrasings[0], start, start_psnr,
-                            depth if start_depth else None))
+                            depth if start_depth else None, view))
     return scenes
 
 

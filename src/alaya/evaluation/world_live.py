@@ -67,7 +67,9 @@ class Scene:
     ``start`` (uint8 (S, S, 3), frame 0 of the session and of the game). ``start_psnr``: the
     shipped start frame against the game's own (100: identical; None: no shipped frame at this size).
     ``start_depth``: the start frame's recorded depth (float32 (S, S) metres), which a memory model
-    starts from as play does (None: the session predicts it)."""
+    starts from as play does (None: the session predicts it). ``start_view``: the start camera's
+    world_to_camera (float64 (4, 4)) in the recordings' world, which keeps a session with a
+    walkable region inside it as play does (None: no bound)."""
     name: str
     seed: int
     style: str
@@ -75,6 +77,7 @@ class Scene:
     start: np.ndarray
     start_psnr: float | None = None
     start_depth: np.ndarray | None = None
+    start_view: np.ndarray | None = None
 
 
 @dataclass
@@ -139,15 +142,13 @@ def ratio(num: float, den: float) -> float:
 
 
 def play_session(session, start: np.ndarray, actions: np.ndarray, desc: str = "",
-                 progress: bool = False, depth: np.ndarray | None = None):
-    """``session.reset(start)`` (with ``depth`` when given), then one ``step`` per row, as
+                 progress: bool = False, depth: np.ndarray | None = None, view: np.ndarray | None = None):
+    """``session.reset(start)`` (with ``depth`` and ``view`` when given), then one ``step`` per row, as
     ``alaya play --world``: the frames (T, S, S, 3), the seconds each step took (T,) and, for a
     session with a ``camera_view()`` (world_to_camera), its cameras from the start on (T + 1,
     4, 4; else None), read outside the timed steps."""
-    if depth is None:
-        session.reset(start)
-    else:
-        session.reset(start, depth=depth)
+    given = {k: v for k, v in (("depth", depth), ("view", view)) if v is not None}
+    session.reset(start, **given)
     camera = getattr(session, "camera_view", None)
     views = [np.asarray(camera(), np.float64)] if camera is not None else None
     frames, seconds = [], []
@@ -338,7 +339,7 @@ def evaluate_live(make_session, play_real, scenes: list[Scene], cfg: LiveConfig 
         for i, scene in enumerate(scenes):
             desc = f"{name} {scene.name}"
             gen, sec, gen_views = play_session(make_session(scene), scene.start, script.actions, desc, progress,
-                                               scene.start_depth)
+                                               scene.start_depth, scene.start_view)
             real, real_views = real_play(play_real(scene, script.actions))
             cameras = (gen_views, real_views) if gen_views is not None and real_views is not None else None
             series.append(compare(gen, real, scene.start, script, cfg.window, cameras))
@@ -353,7 +354,8 @@ def evaluate_live(make_session, play_real, scenes: list[Scene], cfg: LiveConfig 
     actions = {}
     if cfg.actions:
         generated = lambda scene, rows: play_session(make_session(scene), scene.start, rows,     # noqa: E731
-                                                     f"actions {scene.name}", progress, scene.start_depth)[0]
+                                                     f"actions {scene.name}", progress, scene.start_depth,
+                                                     scene.start_view)[0]
         actions = play_actions(generated, lambda scene, rows: real_play(play_real(scene, rows))[0], scenes,
                                cfg.columns)
     return {"config": {"scripts": list(scripts), "frames": cfg.frames, "window": cfg.window, "seed": cfg.seed},

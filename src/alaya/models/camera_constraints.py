@@ -1,7 +1,8 @@
 """What a learned camera may not do, whatever its network says: roll (``level``), pitch without a
-pitch input (``hold_pitch``), walk through the surface in front of it (``stop_at_surfaces``).
-``CameraMotion`` applies the first two where training found the recording obeys them
-(``CameraMotionConfig.level``, ``pitch_held``); a world session applies the third. Conventions
+pitch input (``hold_pitch``), walk through the surface in front of it (``stop_at_surfaces``), walk
+out of the region recorded players stood in (``stay_in_region``). ``CameraMotion`` applies the
+first two where training found the recording obeys them (``CameraMotionConfig.level``,
+``pitch_held``); a world session applies the last two. Conventions
 are ``alaya.models.camera_motion``'s: OpenGL camera axes, world z up, ``delta`` camera t-1's
 coordinates -> camera t's, ``K`` with its origin at the top-left pixel's corner."""
 
@@ -76,3 +77,23 @@ def stop_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, depth: 
     stopped = new.clone()
     stopped[:3, 3] = -new[:3, :3] @ (c1 - walk * (1 - room / distance))
     return (stopped @ torch.linalg.inv(P)).to(delta.dtype)
+
+
+def stay_in_region(delta: torch.Tensor, world_to_camera: torch.Tensor, to_region: torch.Tensor, region) -> torch.Tensor:
+    """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4), with its new centre
+    kept inside ``region`` (a ``WalkableRegion``: ``walk(start, end)`` on the floor of another
+    world frame), ``to_region`` (4, 4) taking this camera's world points into that frame: a walk
+    that would leave it slides along its edge. The turn and the height are unchanged."""
+    P = world_to_camera.double()
+    new = delta.double() @ P
+    T = to_region.double()
+    c0, c1 = (T[:3, :3] @ camera_centre(m) + T[:3, 3] for m in (P, new))
+    end = torch.from_numpy(region.walk(c0[:2].numpy(), c1[:2].numpy()))
+    if torch.allclose(end, c1[:2], atol=1e-9):
+        return delta
+    inside = c1.clone()
+    inside[:2] = end
+    centre = torch.linalg.solve(T[:3, :3], inside - T[:3, 3])     # back into this camera's world
+    moved = new.clone()
+    moved[:3, 3] = -new[:3, :3] @ centre
+    return (moved @ torch.linalg.inv(P)).to(delta.dtype)

@@ -17,7 +17,10 @@ it generates goes in with its generated depth. The camera moves by a learned ``C
 when the session has one (a model folder's ``camera_motion/``: each action row's relative pose,
 learned from the data), else by the fixed kinematics (``advance_pose``: the game's constants);
 the learned camera stops short of the surface the last frame showed ahead (``stop_at_surfaces``),
-so walking into a wall stops at it, as the game's collision does. A camera that has not moved
+so walking into a wall stops at it, as the game's collision does; and, given the start camera's
+pose in the recordings' world (``reset(view=...)``) and the region recorded players stood in
+(``WalkableRegion``, a model folder's ``starts/region.json``), it stays inside that region, so a
+wall the model did not draw does not let it walk out of the world. A camera that has not moved
 (``same_view``) since the last frame made at a move is shown that frame as its memory
 (``frame_as_memory``), as training's standing-still samples are, rather than the memory's
 re-render of it: the splats' resampling and that frame's not-yet-inserted parts would otherwise
@@ -44,8 +47,10 @@ from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ACTION_DIM, ActionError, check_actions
+from alaya.data.start_frames import rigid_view
+from alaya.data.walkable_region import REGION_FILE, WalkableRegion
 from alaya.diffusion.flow import time_grid
-from alaya.models.camera_constraints import stop_at_surfaces
+from alaya.models.camera_constraints import stay_in_region, stop_at_surfaces
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
 from alaya.models.memory_conditioning import (ObservedFrame, as_context, decode_depth, frame_as_memory, frame_image,
                                               generated_insert, kinematic_view, memory_latent, same_view,
@@ -65,12 +70,13 @@ class WorldSession:
                  prompt: str = "", prompt_encoder: PromptEncoder | None = None, steps: int | None = None,
                  seed: int = 0, size: int = 64, backend: str | Backend = "torch",
                  context_noise: float | None = None, stabilize: bool = True,
-                 camera_motion: CameraMotion | None = None):
+                 camera_motion: CameraMotion | None = None, region: WalkableRegion | None = None):
         """``autoencoder`` / ``decoder``: the model's codec (``codecs_for``: only a model in the
         autoencoder's latent space needs them). ``backend``: "torch", "onnx" (``make_backend``:
         graphs exported once for ``size``) or a backend object shared with other sessions
         (``WorldSessionFactory``). ``camera_motion``: a memory model's learned camera (its
-        intrinsics and the motion of each row; None: the fixed kinematics)."""
+        intrinsics and the motion of each row; None: the fixed kinematics). ``region``: where
+        the learned camera may walk, in the world of the start views given to ``reset``."""
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -83,6 +89,7 @@ class WorldSession:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         self.size, self.seed, self.stabilize = size, seed, stabilize
         self.camera_motion = camera_motion.eval() if camera_motion is not None else None
+        self.region = region
         self.context_noise = c.play_context_noise if context_noise is None else context_noise
         if isinstance(backend, str):
             backend = make_backend(backend, model.core, None, decoder, size, factor=c.factor, steps=self.steps)
@@ -108,13 +115,16 @@ class WorldSession:
 
     @torch.no_grad()
     def reset(self, frame: np.ndarray, prompt: str | None = None, pitch: float | None = None,
-              depth: np.ndarray | None = None) -> None:
+              depth: np.ndarray | None = None, view: np.ndarray | None = None) -> None:
         """Start a new game from ``frame`` (uint8 (size, size, 3)), in ``prompt``'s style if given;
         ``pitch``: the start frame's camera pitch in degrees (default: the game's start pitch,
         ``WorldModelConfig.start_pitch_degrees``), which the pitch limit and ``ground_warp`` use.
         ``depth`` (size, size) metres, 0 on the sky: the start frame's, for a memory model (default:
-        the model predicts it)."""
+        the model predicts it). ``view`` (4, 4): the start camera's world_to_camera in the world
+        of the session's ``region`` (a start's ``.view.npy``), which keeps a learned camera
+        inside it (default: no bound)."""
         x = self._check_frame(frame)
+        view = None if view is None else torch.from_numpy(rigid_view(view))
         c = self.model.config
         if pitch is None:
             pitch = c.start_pitch_degrees
@@ -140,6 +150,9 @@ class WorldSession:
         self.anchor_pose, self.anchor_pitch = self.pose, torch.tensor([self.pitch])
         if c.memory:
             self._reset_memory(x, z, depth is None)
+            self._to_region = None
+            if view is not None and self.region is not None and self.camera_motion is not None:
+                self._to_region = torch.linalg.inv(view) @ self._motion_view.double()   # session world -> region's
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
         _, self.decoder_state = self.backend.decode(z, None)
 
@@ -166,6 +179,8 @@ class WorldSession:
         if self.camera_motion is not None and c.memory:
             delta, self._motion_state = self.camera_motion.step(row[0], self._motion_state)
             delta = stop_at_surfaces(delta, self._motion_view, self._depth, self.K, self._stop_distance)
+            if self._to_region is not None:
+                delta = stay_in_region(delta, self._motion_view, self._to_region, self.region)
             self._motion_view = delta @ self._motion_view
 
     def _reset_memory(self, x: torch.Tensor, z: torch.Tensor, predict_depth: bool) -> None:
@@ -296,17 +311,25 @@ def load_camera_motion(weights) -> CameraMotion | None:
     return CameraMotion.from_pretrained(folder) if (folder / "config.json").exists() else None
 
 
+def load_region(weights) -> WalkableRegion | None:
+    """The region recorded players stood in, shipped with a world model's start frames
+    (``<weights>/starts/region.json``), or None."""
+    path = Path(weights) / "starts" / REGION_FILE
+    return WalkableRegion.load(path) if path.exists() else None
+
+
 class WorldSessionFactory:
     """Many world sessions over one set of loaded weights and one (stateless) backend."""
 
     def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
                  size: int = 64, backend: str = "onnx", prompt_encoder: PromptEncoder | None = None,
-                 threads: int | None = None, camera_motion: CameraMotion | None = None):
+                 threads: int | None = None, camera_motion: CameraMotion | None = None,
+                 region: WalkableRegion | None = None):
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         self.model, self.autoencoder, self.decoder = model.eval(), autoencoder.eval(), decoder.eval()
-        self.size, self.camera_motion = size, camera_motion
+        self.size, self.camera_motion, self.region = size, camera_motion, region
         self.prompt_encoder = prompt_encoder or PromptEncoder()
         self.backend = make_backend(backend, model.core, None, decoder, size, threads=threads,
                                     factor=model.config.factor, steps=model.config.steps)
@@ -317,6 +340,7 @@ class WorldSessionFactory:
         """The model of ``weights``; ``size`` defaults to its play size (its start frames', else 64)."""
         model = WorldModel.from_pretrained(weights)
         kwargs.setdefault("camera_motion", load_camera_motion(weights))
+        kwargs.setdefault("region", load_region(weights))
         if "size" not in kwargs and any((Path(weights) / "starts").glob("*.png")):
             kwargs["size"] = shipped_size(weights)
         if model.config.codec == "patch4":
@@ -326,7 +350,7 @@ class WorldSessionFactory:
     def new(self, prompt: str = "", seed: int = 0) -> WorldSession:
         return WorldSession(self.model, self.autoencoder, self.decoder, prompt=prompt,
                             prompt_encoder=self.prompt_encoder, seed=seed, size=self.size, backend=self.backend,
-                            camera_motion=self.camera_motion)
+                            camera_motion=self.camera_motion, region=self.region)
 
 
 def load_start_depths(folder, size: int | None = None) -> list[np.ndarray | None]:
@@ -335,6 +359,13 @@ def load_start_depths(folder, size: int | None = None) -> list[np.ndarray | None
     episodes have depth), None where there is none (the memory model then predicts it)."""
     from alaya.data.start_frames import read_start_depth
     return [read_start_depth(p, size) for p in sorted((Path(folder) / "starts").glob("*.png"))]
+
+
+def load_start_views(folder) -> list[np.ndarray | None]:
+    """The recorded camera of each start frame (``load_start_frames``' order): float64 (4, 4)
+    world_to_camera from ``<stem>.view.npy``, None where there is none."""
+    from alaya.data.start_frames import read_start_view
+    return [read_start_view(p) for p in sorted((Path(folder) / "starts").glob("*.png"))]
 
 
 def load_start_frames(folder, size: int | None = None) -> list[np.ndarray]:

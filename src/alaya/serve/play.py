@@ -100,7 +100,7 @@ def build_app(cfg: PlayConfig):
 
 def _build_world_app(cfg: PlayConfig, web):
     from alaya.data.actions import ActionText
-    from alaya.runtime.world_session import WorldSessionFactory, load_start_depths, load_start_frames
+    from alaya.runtime.world_session import WorldSessionFactory, load_start_depths, load_start_frames, load_start_views
     from alaya.serve.world_web import create_world_app
 
     factory = WorldSessionFactory.from_pretrained(cfg.world_weights, decoder=cfg.world_decoder, size=cfg.size,
@@ -110,7 +110,8 @@ def _build_world_app(cfg: PlayConfig, web):
     actions = ActionText(factory.prompt_encoder)
     actions.resolve("cast a fireball")                       # the action phrases: shipped embeddings, no model
     preload_text_model(factory.prompt_encoder)
-    return create_world_app(factory, starts, web, actions, load_start_depths(cfg.world_weights, cfg.size))
+    return create_world_app(factory, starts, web, actions, load_start_depths(cfg.world_weights, cfg.size),
+                            load_start_views(cfg.world_weights))
 
 
 def serve(cfg: PlayConfig) -> None:

@@ -91,22 +91,27 @@ class ActionStream:
 
 
 def create_world_app(factory, starts: list[np.ndarray], config: WebConfig | None = None,
-                     actions: ActionText | None = None, depths: list[np.ndarray | None] | None = None) -> FastAPI:
+                     actions: ActionText | None = None, depths: list[np.ndarray | None] | None = None,
+                     views: list[np.ndarray | None] | None = None) -> FastAPI:
     """The world mode: ``factory`` is a :class:`~alaya.runtime.world_session.WorldSessionFactory`,
     ``starts`` its start frames (uint8 (size, size, 3)), ``depths`` their recorded depths
-    (``load_start_depths``; None: a memory model predicts them), ``actions`` the text resolver
-    (default: one over the factory's prompt encoder)."""
+    (``load_start_depths``; None: a memory model predicts them), ``views`` their recorded cameras
+    (``load_start_views``: a session with a walkable region stays in it), ``actions`` the text
+    resolver (default: one over the factory's prompt encoder)."""
     if not starts:
         raise ValueError("the world mode needs at least one start frame")
     depths = list(depths) if depths is not None else [None] * len(starts)
     if len(depths) != len(starts):
         raise ValueError(f"depths: one per start frame expected ({len(starts)}), got {len(depths)}")
+    views = list(views) if views is not None else [None] * len(starts)
+    if len(views) != len(starts):
+        raise ValueError(f"views: one per start frame expected ({len(starts)}), got {len(views)}")
     cfg = config or WebConfig()
     actions = actions or ActionText(factory.prompt_encoder)
 
     def new_player() -> Player:
         session = factory.new(cfg.prompt, cfg.seed)
-        session.reset(starts[0], depth=depths[0])
+        session.reset(starts[0], depth=depths[0], view=views[0])
         stream, state, prompts = ActionStream(), {"start": 0}, PromptSwitch(session.prompt_encoder)
 
         def handle(event, rt: RealtimeLoop) -> dict | None:
@@ -124,7 +129,8 @@ def create_world_app(factory, starts: list[np.ndarray], config: WebConfig | None
             elif isinstance(event, Reset):
                 state["start"] = (state["start"] + 1) % len(starts)
                 i = state["start"]
-                rt.model_command(lambda s, frame=starts[i], depth=depths[i]: s.reset(frame, depth=depth))
+                rt.model_command(lambda s, frame=starts[i], depth=depths[i], view=views[i]:
+                                 s.reset(frame, depth=depth, view=view))
             return None
 
         return Player(session, lambda: stream, handle)

@@ -27,7 +27,7 @@ from gymnasium import spaces
 
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ActionError, check_actions
 from alaya.paths import default_weights
-from alaya.runtime.world_session import (WorldSessionFactory, load_start_depths, load_start_frames,
+from alaya.runtime.world_session import (WorldSessionFactory, load_start_depths, load_start_frames, load_start_views,
                                          shipped_size)
 
 ENV_ID = "alaya/WorldModel-v0"
@@ -88,6 +88,7 @@ class WorldModelEnv(gym.Env):
                                                            threads=threads)
         self.starts = load_start_frames(weights, size)
         self.start_depths = load_start_depths(weights, size)
+        self.start_views = load_start_views(weights)
         self.prompt, self.max_steps = prompt, max_steps
         self.render_mode, self.reward_fn = render_mode, reward_fn
         self.observation_space = spaces.Box(0, 255, (size, size, 3), np.uint8)
@@ -111,7 +112,7 @@ class WorldModelEnv(gym.Env):
         noise_seed = int(self.np_random.integers(2**31))
         prompt = options.get("prompt", self.prompt)
         self.session = self.factory.new(prompt, noise_seed)
-        self.session.reset(self.starts[start], depth=self.start_depths[start])
+        self.session.reset(self.starts[start], depth=self.start_depths[start], view=self.start_views[start])
         self.frame, self.steps = self._keep(self.starts[start].copy()), 0
         return self.frame.copy(), {"start": start, "prompt": prompt, "seed": noise_seed}
 
