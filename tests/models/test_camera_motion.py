@@ -250,3 +250,23 @@ def test_pitch_needs_input_is_read_from_the_recorded_poses(tmp_path):
     tilt[1:3, 1:3] = torch.tensor([[math.cos(0.05), -math.sin(0.05)], [math.sin(0.05), math.cos(0.05)]])
     data.poses[0, 4:] = tilt @ data.poses[0, 4:]                 # frame 4 pitches 3 degrees with no input
     assert not pitch_needs_input(data)
+
+
+def test_a_walk_the_world_stopped_is_not_learned_from():
+    """A walk row whose recorded camera stayed put on the floor was stopped by a wall the rows do
+    not show; training skips it (else the camera learns not to start walks: a strafe right from a
+    stand moved 2 mm a frame where the recordings move 0.1 m)."""
+    from alaya.train.camera_motion import blocked_walk
+    up = torch.tensor([[0.0, 1.0, 0.0]]).repeat(5, 1)                     # a level camera: world up is its y
+    rows = torch.zeros(5, 8)
+    rows[0, 1] = 1.0                                                      # strafe, did not move: blocked
+    rows[1, 1] = 1.0                                                      # strafe, moved 0.1 m: free
+    rows[2, 2] = 1.0                                                      # a turn at rest: not a walk
+    rows[3, 0] = 0.5                                                      # forward, rose in a jump only: blocked
+    rows[4, 0] = 1.0                                                      # forward, moved: free
+    twists = torch.zeros(5, 6)
+    twists[1, 3] = -0.1
+    twists[2, 1] = 0.05
+    twists[3, 4] = 0.2
+    twists[4, 5] = 0.1
+    assert blocked_walk(rows, twists, up).tolist() == [True, False, False, True, False]

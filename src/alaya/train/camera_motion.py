@@ -149,7 +149,12 @@ def poses_loss(model: CameraMotion, data: MotionEpisodes, targets: torch.Tensor,
     frame. A recorded camera at rest stays at rest (a correction there would move a player who
     has stopped), and its samples weigh ``rest_weight``: stops are rare in the data (most frames
     without an action are a jump's flight), and a camera that coasts after a stop shakes a still
-    view."""
+    view. A walk row (forward or strafe) whose recorded camera did not move along the floor was
+    stopped by the world (a wall), which the rows do not show: such samples weigh nothing. The
+    world model's session stops its camera at walls itself (``stop_at_surfaces``,
+    ``stay_in_region``); learned from them, the camera would refuse to start a walk the
+    recordings often begin against a wall (0.002 m a frame for a strafe right from a stand,
+    against the recordings' 0.1)."""
     ups, prevs, heights = states
     rec_up = up_in_camera(data.poses[e, t - 1]).float()
     rec_prev = torch.where((t > 1)[:, None], targets[e, (t - 1).clamp_min(1)], torch.zeros(len(t), 6))
@@ -166,7 +171,18 @@ def poses_loss(model: CameraMotion, data: MotionEpisodes, targets: torch.Tensor,
     scale = model._scales()
     per_sample = F.smooth_l1_loss(pred / scale, target / scale, beta=0.1, reduction="none").mean(-1)
     weight = torch.where(moving, 1.0, rest_weight)
-    return (weight * per_sample).sum() / weight.sum()
+    weight = torch.where(blocked_walk(data.actions[e, t], targets[e, t], rec_up), 0.0, weight)
+    return (weight * per_sample).sum() / weight.sum().clamp_min(1e-6)
+
+
+def blocked_walk(rows: torch.Tensor, twists: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """(B,) bool: rows (B, 8) asking to walk (forward or strafe) whose recorded twists (B, 6)
+    moved the camera less than ``MOVING`` along the floor (the translation off the camera's world
+    ``up`` (B, 3)): a collision stopped the player."""
+    walk = rows[:, :2].abs().amax(-1) > 0
+    shift = twists[:, 3:]
+    along_floor = shift - (shift * up).sum(-1, keepdim=True) * up
+    return walk & (along_floor.norm(dim=-1) < MOVING)
 
 
 def _resolve_mode(cfg: MotionTrainConfig, data: MotionEpisodes) -> str:
