@@ -68,3 +68,19 @@ def test_save_and_load_round_trip_and_bad_regions_are_named(tmp_path):
         convex_hull(np.array([[0, 0], [1, 1], [2, 2.0]]))
     with pytest.raises(ValueError, match="at least 3"):
         convex_hull(np.array([[0, 0], [0, 0.0]]))
+
+
+def test_the_region_of_cameras_is_the_smallest_rectangle_so_corners_no_one_reached_stay_in():
+    from alaya.data.walkable_region import bounding_rectangle
+    rng = np.random.default_rng(1)
+    pts = rng.uniform(-7, 7, (400, 2))
+    pts = pts[np.abs(pts).sum(1) < 12]                               # no one reached the corners
+    pts = np.concatenate([pts, [[7, 0], [-7, 0], [0, 7], [0, -7]]])
+    yaw = np.radians(25.0)
+    R = np.array([[np.cos(yaw), -np.sin(yaw)], [np.sin(yaw), np.cos(yaw)]])
+    rect = WalkableRegion(bounding_rectangle(pts @ R.T))             # a rotated arena
+    assert len(rect.hull) == 4
+    side = np.linalg.norm(np.roll(rect.hull, -1, 0) - rect.hull, axis=1)
+    np.testing.assert_allclose(side, 14.0, atol=0.2)                  # the square, not the cut hull
+    assert rect.contains(R @ [6.8, 6.8]) and not rect.contains(R @ [7.2, 0.0])
+    assert all(rect.contains(p) for p in pts @ R.T)

@@ -117,12 +117,13 @@ def test_render_session_frames_are_unchanged(student, backend):
 
 def test_world_session_frames_are_unchanged():
     """The shipped memory model at its play size: a walk, a strafe and a stand from a start frame
-    with its recorded depth (the camera from its learned camera_motion/)."""
-    from alaya.runtime.world_session import WorldSessionFactory, load_start_depths, load_start_frames
+    with its recorded depth and camera (the camera from its learned camera_motion/)."""
+    from alaya.runtime.world_session import WorldSessionFactory, load_start_depths, load_start_frames, load_start_views
     factory = WorldSessionFactory.from_pretrained(f"{WEIGHTS}/world_model", size=128, backend="torch")
     session = factory.new("a golden sunset", seed=5)
     session.reset(load_start_frames(f"{WEIGHTS}/world_model", size=128)[0],
-                  depth=load_start_depths(f"{WEIGHTS}/world_model", size=128)[0])
+                  depth=load_start_depths(f"{WEIGHTS}/world_model", size=128)[0],
+                  view=load_start_views(f"{WEIGHTS}/world_model")[0])
     actions = [np.array([1, 0, 0.5, 0.2, 0, 0, 0, 0], np.float32), np.array([0.5, 0.3, -0.4, 0, 0, 0, 0, 0], np.float32),
                np.zeros(8, np.float32)]
     latents = [session.step_latent(a) for a in actions]
@@ -138,5 +139,5 @@ EXPECTED = {
     "student_meanflow": (95.60166473966092, 1527.532995940186, 76.26401062715246),
     "session_latents": (-42.708421994931996, 493.18379192147404, -20.739340650481523),
     "session_frame_sums": (242805, 241457, 238765, 238715),
-    "world_latents": (-22765.933252692223, 97555.8984695673, -393.20991701664775),           # the memory model at 128² (runs/wm_g fine-tune), memory_tent 0.5, recorded 2026-12-04
+    "world_latents": (-22726.065078496933, 97557.03427839279, -414.43343024896666),   # the memory model at 128² (runs/wm_v fine-tune, the camera of 2026-12-05), recorded 2026-12-05
 }
