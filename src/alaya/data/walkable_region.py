@@ -7,7 +7,7 @@ seen (a turn towards an unseen border), the camera walks on, out of the world ev
 made in, onto ground no frame of the data shows; there its frames are all guesses and they fall
 apart. The recordings say how far players can go. A session that knows its start camera's pose in
 the recordings' world (``starts/NN_*.view.npy``, written beside each start frame) keeps its
-camera inside the hull: a walk that would leave it slides along its edge instead, as a game's
+camera inside the region: a walk that would leave it slides along its edge instead, as a game's
 collision slides a player along a wall.
 
 The region is the minimum-area rectangle around the centres (at any rotation), not their convex
@@ -90,7 +90,7 @@ class WalkableRegion:
             raise ValueError(f"hull: expected finite (M >= 3, 2) vertices, got shape {h.shape}")
         edges = np.roll(h, -1, 0) - h
         turns = cross2(edges, np.roll(edges, -1, 0))
-        if (turns < -1e-9).any():
+        if (turns < -1e-9).any() or turns.sum() <= 1e-9:
             raise ValueError("hull: vertices are not a convex polygon in counter-clockwise order")
         object.__setattr__(self, "hull", h)
 
