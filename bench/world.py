@@ -8,7 +8,8 @@ memory-conditioned model (``WorldModelConfig.memory``) that includes rendering t
 at the frame's camera and inserting the generated frame (``memory_points`` reports what it
 holds at the end) and how much the process's resident memory grew from the end of the warm-up
 to the last frame (``rss_growth_mb``; a 10-minute session is ``--frames 18000``). Torch uses one
-thread, as in the server.
+thread, as in the server. The session starts as ``alaya play --world`` does: from the first
+shipped start frame with its recorded depth and camera (at another size, resized, without them).
 
 Usage: python bench/world.py [--frames 1000] [--sizes 64 128] [--backend onnx] [--weights DIR] [--steps N]
 Prints a table, then one JSON object as its last line (keys ``fps_64``, ``fps_128``,
@@ -32,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from alaya.data.actions import ONE_SHOT, action_vector  # noqa: E402
 from alaya.hardware import rss_mb  # noqa: E402
-from alaya.runtime.world_session import WorldSessionFactory, load_start_frames  # noqa: E402
+from alaya.runtime.world_session import (WorldSessionFactory, load_start_depths, load_start_frames,  # noqa: E402
+                                         load_start_views)
 
 
 def scripted_actions(n: int, seed: int = 0) -> list[np.ndarray]:
@@ -56,10 +58,13 @@ def run(size: int, frames: int, backend: str, weights: str, warmup: int = 20, st
         factory.model.config.steps = steps
         factory = WorldSessionFactory(factory.model, size=size, backend=backend, threads=1)
     start = load_start_frames(weights)[0]
+    given = {}                     # as play starts: the start's recorded depth and camera where shipped at this size
     if start.shape[0] != size:
         start = np.asarray(Image.fromarray(start).resize((size, size), Image.BICUBIC))
+    else:
+        given = {"depth": load_start_depths(weights, size)[0], "view": load_start_views(weights)[0]}
     session = factory.new("a golden sunset", seed=0)
-    session.reset(start)
+    session.reset(start, **given)
     rows = scripted_actions(frames + warmup)
     times, rss_start = [], rss_mb()
     for k, row in enumerate(tqdm(rows, desc=f"world {size}", disable=len(rows) < 2000)):

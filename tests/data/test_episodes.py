@@ -350,6 +350,8 @@ def test_write_start_frames(tmp_path: Path) -> None:
     starts = load_start_frames(tmp_path / "w", size=H)
     assert len(starts) == 2
     np.testing.assert_array_equal(starts[0], _frames(2)[0, 0])               # frame 0, first style
+    assert (tmp_path / "w" / "starts" / "00_ep00002_day.view.npy").exists()   # its recorded camera
+    assert not (tmp_path / "w" / "starts" / "region.json").exists()           # cameras on a line: no region
     night = write_start_frames(tmp_path / "data", tmp_path / "w", count=1, split="val", style="night")
     assert [p.name for p in night] == ["00_ep00002_night.png"]               # no val: the test split
     np.testing.assert_array_equal(load_start_frames(tmp_path / "w")[0], _frames(2)[0, 1])

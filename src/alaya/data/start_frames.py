@@ -13,7 +13,7 @@ import numpy as np
 from alaya.data.clipio import ClipError
 from alaya.data.episodes import EPISODES_FILE, EpisodeDataset
 from alaya.io import atomic_path
-from alaya.data.walkable_region import REGION_FILE, WalkableRegion
+from alaya.data.walkable_region import REGION_FILE, FlatRegionError, WalkableRegion
 
 STARTS_DIR = "starts"
 
@@ -68,13 +68,17 @@ def write_start_frames(root: str | os.PathLike[str], folder: str | os.PathLike[s
 
 def recorded_region(ds: EpisodeDataset, splits) -> tuple[WalkableRegion, int] | None:
     """(the region the cameras of the first of ``splits`` that has episodes stood in, how many
-    camera positions bound it), or None when its episodes have no cameras."""
+    camera positions bound it), or None when its episodes have no cameras or their cameras bound
+    no area (all on one line: the recordings do not say how wide the world is)."""
     ids = next((ds.ids(s) for s in splits if ds.ids(s)), [])
     views = [ds.load(eid).get("world_to_camera") for eid in ids]
     if not views or any(v is None for v in views):
         return None
     views = np.concatenate([np.asarray(v, np.float64) for v in views])
-    return WalkableRegion.from_cameras(views), len(views)
+    try:
+        return WalkableRegion.from_cameras(views), len(views)
+    except FlatRegionError:
+        return None
 
 
 def read_start_depth(start: str | os.PathLike[str], size: int | None = None) -> np.ndarray | None:

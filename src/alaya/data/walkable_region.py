@@ -33,6 +33,10 @@ from alaya.io import atomic_path
 REGION_FILE = "region.json"
 
 
+class FlatRegionError(ValueError):
+    """Floor positions that bound no area: fewer than 3 distinct, or all on one line."""
+
+
 def cross2(a, b):
     """The z of the cross product of 2-D vectors (..., 2)."""
     a, b = np.asarray(a), np.asarray(b)
@@ -44,7 +48,7 @@ def convex_hull(points: np.ndarray) -> np.ndarray:
     on a line (Andrew's monotone chain; a vertex that turns by under 1e-6 m² is dropped)."""
     pts = np.unique(np.asarray(points, np.float64).reshape(-1, 2), axis=0)
     if len(pts) < 3:
-        raise ValueError(f"points: a region needs at least 3 distinct floor positions, got {len(pts)}")
+        raise FlatRegionError(f"points: a region needs at least 3 distinct floor positions, got {len(pts)}")
 
     def chain(seq):
         out: list[np.ndarray] = []
@@ -58,7 +62,7 @@ def convex_hull(points: np.ndarray) -> np.ndarray:
     turns = cross2(hull - np.roll(hull, 1, 0), np.roll(hull, -1, 0) - hull)
     hull = hull[turns > 1e-6]                    # where the two chains meet on a straight edge
     if len(hull) < 3:
-        raise ValueError("points: the floor positions lie on one line; they bound no region")
+        raise FlatRegionError("points: the floor positions lie on one line; they bound no region")
     return hull
 
 
