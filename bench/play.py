@@ -7,9 +7,12 @@ then; the first 10 s (when the server is still loading the text model in the bac
 also reported apart (``first10_*``), and ``--prompt TEXT`` types a free-text prompt at
 ``--prompt-at`` seconds. ``max_gap_ms``: the longest wait between two frames. With ``--sessions N`` it
 opens N sessions at once plus one more, which must be refused when N is the server's limit, and
-reports each session's FPS and the server's resident memory at the start and the end.
+reports each session's FPS and the server's resident memory at the start and the end. With
+``--world`` the server is ``alaya play --world`` (the shipped world model at its own size, onnx):
+the client holds "forward", turns now and then and casts a one-shot action (jump, attack, spell,
+summon in turn) every few seconds.
 
-Usage: python bench/play.py [--seconds 20] [--sessions 1] [--size 128] [--backend onnx-int8] [--prompt TEXT]
+Usage: python bench/play.py [--seconds 20] [--sessions 1] [--size 128] [--backend onnx-int8] [--prompt TEXT] [--world]
 Prints a summary, then one JSON object as its last line (keys ``fps``, ``p50_ms``, ``p99_ms``,
 ``first10_fps``, ``first10_p99_ms``, ``max_gap_ms``).
 """
@@ -47,13 +50,21 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 300) -> None
     raise TimeoutError("the server did not come up")
 
 
+# what the driving client sends: held forward, a turn each second, and in the world mode a
+# one-shot action every ACT_EVERY turns
+DRIVE = {False: ({"type": "move", "forward": 0.5}, {"type": "look", "dyaw": 0.2, "dpitch": 0.0}),
+         True: ({"type": "move", "forward": 1.0}, {"type": "look", "turn": 0.5, "pitch": 0.0})}
+ONE_SHOTS, ACT_EVERY = ("jump", "attack", "spell", "summon"), 4
+
+
 async def client(url: str, seconds: float, warmup: float, drive: bool = True, prompt: str | None = None,
-                 prompt_at: float = 2.0) -> dict:
+                 prompt_at: float = 2.0, world: bool = False) -> dict:
     import websockets
-    latencies, arrivals = [], []
+    latencies, arrivals, turns = [], [], 0
+    move, look = DRIVE[world]
     async with websockets.connect(url, max_size=1 << 22) as ws:
         if drive:
-            await ws.send(json.dumps({"type": "move", "forward": 0.5}))
+            await ws.send(json.dumps(move))
         t0 = None                                          # the first frame's arrival
         while t0 is None or time.time() - t0 < warmup + seconds:
             msg = await asyncio.wait_for(ws.recv(), timeout=60)
@@ -70,8 +81,10 @@ async def client(url: str, seconds: float, warmup: float, drive: bool = True, pr
                 latencies.append((now - engine_start) * 1e3)
                 arrivals.append(now)
             if drive and now - turned > 1.0:
-                await ws.send(json.dumps({"type": "look", "dyaw": 0.2, "dpitch": 0.0}))
-                turned = now
+                await ws.send(json.dumps(look))
+                turned, turns = now, turns + 1
+                if world and turns % ACT_EVERY == 0:
+                    await ws.send(json.dumps({"type": "action", "name": ONE_SHOTS[turns // ACT_EVERY % len(ONE_SHOTS)]}))
             if prompt is not None and now - t0 >= prompt_at:
                 await ws.send(json.dumps({"type": "prompt", "text": prompt}))
                 prompt = None
@@ -109,8 +122,8 @@ async def refused_client(url: str) -> str | None:
 
 async def run(a, ws_url: str) -> dict:
     if a.sessions == 1:
-        return await client(ws_url, a.seconds, a.warmup, prompt=a.prompt, prompt_at=a.prompt_at)
-    tasks = [asyncio.create_task(client(ws_url, a.seconds, a.warmup)) for _ in range(a.sessions)]
+        return await client(ws_url, a.seconds, a.warmup, prompt=a.prompt, prompt_at=a.prompt_at, world=a.world)
+    tasks = [asyncio.create_task(client(ws_url, a.seconds, a.warmup, world=a.world)) for _ in range(a.sessions)]
     await asyncio.sleep(5)
     refusal = await refused_client(ws_url)
     results = await asyncio.gather(*tasks)
@@ -127,17 +140,23 @@ def main() -> None:
     p.add_argument("--prompt-at", type=float, default=2.0)
     p.add_argument("--sessions", type=int, default=1)
     p.add_argument("--fps", type=float, default=30)
+    p.add_argument("--world", action="store_true", help="alaya play --world: the world model, no engine")
+    p.add_argument("--world-weights", default="weights/world_model")
     add_model_arguments(p)
     a = p.parse_args()
     port = free_port()
-    with alaya_server("play", "--port", str(port), "--size", str(a.size), "--fps", str(a.fps), "--backend", a.backend,
-                      "--weights", a.weights, "--max-sessions", str(max(a.sessions, 1))) as proc:
+    model = (["--world", "--world-weights", a.world_weights, "--backend", "onnx"] if a.world else
+             ["--size", str(a.size), "--backend", a.backend, "--weights", a.weights])
+    with alaya_server("play", "--port", str(port), "--fps", str(a.fps), *model,
+                      "--max-sessions", str(max(a.sessions, 1))) as proc:
         wait_healthy(f"http://127.0.0.1:{port}", proc)
         rss_start = rss_mb(proc.pid)
         result = asyncio.run(run(a, f"ws://127.0.0.1:{port}/ws"))
-        result.update(rss_start_mb=rss_start, rss_end_mb=rss_mb(proc.pid), sessions=a.sessions, size=a.size,
-                      backend=a.backend, seconds=a.seconds, target_fps=a.fps, cpus=os.cpu_count())
-    print(f"{a.sessions} session(s) at {a.size}px: {result['fps']:.1f} FPS delivered (slowest session), "
+        result.update(rss_start_mb=rss_start, rss_end_mb=rss_mb(proc.pid), sessions=a.sessions,
+                      size=None if a.world else a.size, backend="onnx" if a.world else a.backend, seconds=a.seconds,
+                      target_fps=a.fps, cpus=os.cpu_count(), mode="world" if a.world else "engine")
+    where = "the world model's size" if a.world else f"{a.size}px"
+    print(f"{a.sessions} session(s) at {where}: {result['fps']:.1f} FPS delivered (slowest session), "
           f"latency p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms; server RSS "
           f"{result['rss_start_mb']:.0f} -> {result['rss_end_mb']:.0f} MB")
     if "first10_fps" in result:

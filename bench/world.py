@@ -8,12 +8,17 @@ memory-conditioned model (``WorldModelConfig.memory``) that includes rendering t
 at the frame's camera and inserting the generated frame (``memory_points`` reports what it
 holds at the end) and how much the process's resident memory grew from the end of the warm-up
 to the last frame (``rss_growth_mb``; a 10-minute session is ``--frames 18000``). Torch uses one
-thread, as in the server. The session starts as ``alaya play --world`` does: from the first
-shipped start frame with its recorded depth and camera (at another size, resized, without them).
+thread, as in the server; the networks run as ``alaya play --world`` runs them: a session
+alone steps on graphs with a thread per core (``--solo-threads``, default the usable cores;
+``WorldSessionFactory``'s ``solo_threads``). ``fps_<size>_shared`` is the same session on the
+one-thread graphs that sessions side by side share (``--solo-threads 0`` skips the second run).
+The session starts as ``alaya play --world`` does: from the first shipped start frame with its
+recorded depth and camera (at another size, resized, without them).
 
 Usage: python bench/world.py [--frames 1000] [--sizes 64 128] [--backend onnx] [--weights DIR] [--steps N]
+                             [--solo-threads N]
 Prints a table, then one JSON object as its last line (keys ``fps_64``, ``fps_128``,
-``rss_growth_mb_128``, ...).
+``fps_128_shared``, ``rss_growth_mb_128``, ...).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from alaya.data.actions import ONE_SHOT, action_vector  # noqa: E402
-from alaya.hardware import rss_mb  # noqa: E402
+from alaya.hardware import rss_mb, usable_cores  # noqa: E402
 from alaya.runtime.world_session import (WorldSessionFactory, load_start_depths, load_start_frames,  # noqa: E402
                                          load_start_views)
 
@@ -52,11 +57,14 @@ def scripted_actions(n: int, seed: int = 0) -> list[np.ndarray]:
     return rows
 
 
-def run(size: int, frames: int, backend: str, weights: str, warmup: int = 20, steps: int | None = None) -> dict:
-    factory = WorldSessionFactory.from_pretrained(weights, size=size, backend=backend, threads=1)
+def run(size: int, frames: int, backend: str, weights: str, warmup: int = 20, steps: int | None = None,
+        solo_threads: int = 0) -> dict:
+    factory = WorldSessionFactory.from_pretrained(weights, size=size, backend=backend, threads=1,
+                                                  solo_threads=solo_threads)
     if steps:
         factory.model.config.steps = steps
-        factory = WorldSessionFactory(factory.model, size=size, backend=backend, threads=1)
+        factory = WorldSessionFactory(factory.model, size=size, backend=backend, threads=1, solo_threads=solo_threads,
+                                      camera_motion=factory.camera_motion, region=factory.region)
     start = load_start_frames(weights)[0]
     given = {}                     # as play starts: the start's recorded depth and camera where shipped at this size
     if start.shape[0] != size:
@@ -88,18 +96,23 @@ def main() -> None:
     p.add_argument("--backend", default="onnx", choices=["onnx", "torch"])
     p.add_argument("--weights", default="weights/world_model")
     p.add_argument("--steps", type=int, default=None, help="sampling steps (default: the model's)")
+    p.add_argument("--solo-threads", type=int, default=usable_cores(),
+                   help="threads of a lone session's graphs, as alaya play (default: the usable cores; 0: none)")
     a = p.parse_args()
     torch.set_num_threads(1)
-    rows = [run(s, a.frames, a.backend, a.weights, steps=a.steps) for s in a.sizes]
-    print("| size | median ms | p99 ms | FPS |\n|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['size']} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['fps']:.1f} |")
+    rows = [run(s, a.frames, a.backend, a.weights, steps=a.steps, solo_threads=a.solo_threads) for s in a.sizes]
+    shared = ([run(s, a.frames, a.backend, a.weights, steps=a.steps) for s in a.sizes]
+              if a.solo_threads > 1 and a.backend != "torch" else [])
+    print("| size | graphs | median ms | p99 ms | FPS |\n|---|---|---|---|---|")
+    for r, kind in [(r, f"{a.solo_threads} threads, alone") for r in rows] + [(r, "1 thread, shared") for r in shared]:
+        print(f"| {r['size']} | {kind} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['fps']:.1f} |")
     out = {f"fps_{r['size']}": round(r["fps"], 2) for r in rows}
+    out.update({f"fps_{r['size']}_shared": round(r["fps"], 2) for r in shared})
     out.update({f"p50_ms_{r['size']}": round(r["p50_ms"], 2) for r in rows})
     out.update({f"p99_ms_{r['size']}": round(r["p99_ms"], 2) for r in rows})
     out.update({f"memory_points_{r['size']}": r["memory_points"] for r in rows if r["memory_points"] is not None})
     out.update({f"rss_growth_mb_{r['size']}": round(r["rss_growth_mb"], 1) for r in rows})
-    out.update({"backend": a.backend, "frames": a.frames, "weights": a.weights})
+    out.update({"backend": a.backend, "frames": a.frames, "weights": a.weights, "solo_threads": a.solo_threads})
     print(json.dumps(out))
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -173,16 +172,12 @@ def _styles(a: argparse.Namespace) -> int:
     return 0
 
 
-def _usable_cores() -> int:
-    """The cores this process may run on (its affinity, e.g. a container's CPU set), else all."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def _serve(a: argparse.Namespace) -> int:
     """Start every service asked for on one SessionFactory, then block until Ctrl-C."""
     if a.grpc is None:
         raise ValueError("nothing to serve: give --grpc PORT")
     import torch
+    from alaya.hardware import usable_cores
     from alaya.runtime import SessionFactory
     # one thread per graph: each stream runs its graphs side by side in a StreamPipeline, and
     # streams run beside each other (as alaya play); a frame alone (a client that waits for each
@@ -190,7 +185,7 @@ def _serve(a: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     from alaya.serve.play import server_prompt_encoder
     factory = SessionFactory.from_pretrained(a.weights, a.gbuffer_encoder, a.decoder, size=a.size,
-                                             backend=a.backend, solo_threads=_usable_cores(),
+                                             backend=a.backend, solo_threads=usable_cores(),
                                              prompt_encoder=server_prompt_encoder())
     from alaya.serve.grpc_server import GrpcConfig, start_grpc_server
     grpc_service = start_grpc_server(factory, GrpcConfig(

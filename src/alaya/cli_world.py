@@ -103,6 +103,7 @@ def _eval_world_live(a: argparse.Namespace) -> int:
     from alaya.evaluation.live_report import write_live_report
     from alaya.evaluation.live_scripts import data_action_columns
     from alaya.evaluation.world_live import LiveConfig, evaluate_live, public_json
+    from alaya.hardware import usable_cores
     from alaya.runtime.world_session import WorldSessionFactory
     torch.set_num_threads(1)              # as alaya play: the networks run in onnxruntime's own pool
     size = a.size or shipped_size(a.weights)
@@ -111,7 +112,8 @@ def _eval_world_live(a: argparse.Namespace) -> int:
     cfg = LiveConfig(scripts=scripts, frames=a.frames, window=a.window, seed=a.seed, columns=columns,
                      actions=not a.no_action_check)
     scenes = start_scenes(a.weights, size, a.data, a.scenes, start_depth=not a.predict_start_depth)
-    factory = WorldSessionFactory.from_pretrained(a.weights, size=size, backend=a.backend)
+    factory = WorldSessionFactory.from_pretrained(a.weights, size=size, backend=a.backend,
+                                                  solo_threads=usable_cores())      # as alaya play
     result = evaluate_live(lambda scene: factory.new(scene.prompt, a.seed), game_player(size), scenes, cfg,
                            progress=True)
     result["config"].update(weights=a.weights, size=size, backend=a.backend, data=a.data,

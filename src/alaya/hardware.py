@@ -1,5 +1,6 @@
 """What the machine is: the CPU's model and whether it has native bf16, for choices and records;
-a process's resident memory (``rss_mb``, for the benches' memory-growth lines).
+a process's resident memory (``rss_mb``, for the benches' memory-growth lines) and the cores it
+may run on (``usable_cores``).
 
 On a CPU without native bf16 arithmetic (``avx512_bf16``, ``amx_bf16``; ``bf16`` on ARM), torch's
 bf16 autocast is emulated and slower than fp32; with it, faster (docs/teacher.md has the
@@ -16,6 +17,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, e.g. a container's CPU set), else all."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def rss_mb(pid: int | str = "self") -> float:

@@ -73,10 +73,19 @@ def test_flash_stream_bench_prints_json():
 @pytest.mark.skipif(not (ROOT / "weights" / "world_model" / "model.safetensors").exists(),
                     reason="world-model weights not shipped")
 def test_world_bench_prints_json():
-    r = last_json(["bench/world.py", "--frames", "5", "--sizes", "64", "128"])
-    assert r["fps_64"] > 0 and r["fps_128"] > 0 and r["frames"] == 5
+    r = last_json(["bench/world.py", "--frames", "5", "--sizes", "64", "128", "--solo-threads", "2"])
+    assert r["fps_64"] > 0 and r["fps_128"] > 0 and r["frames"] == 5 and r["solo_threads"] == 2
+    assert r["fps_64_shared"] > 0 and r["fps_128_shared"] > 0            # the one-thread graphs, the same session
     assert r["p99_ms_64"] >= r["p50_ms_64"]
     assert np.isfinite(r["rss_growth_mb_128"])
+
+
+@pytest.mark.skipif(not (ROOT / "weights" / "world_model" / "model.safetensors").exists(),
+                    reason="world-model weights not shipped")
+def test_play_bench_drives_the_world_model_in_a_real_server():
+    r = last_json(["bench/play.py", "--world", "--seconds", "4", "--warmup", "1"])
+    assert r["mode"] == "world" and r["backend"] == "onnx" and r["sessions"] == 1
+    assert r["fps"] > 0 and r["frames"] > 10 and r["p99_ms"] >= r["p50_ms"] > 0
 
 
 @pytest.mark.skipif(not (ROOT / "weights" / "student" / "model.safetensors").exists(),

@@ -9,7 +9,7 @@ from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ActionError, action_vector
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.runtime.onnx_backend import ONNX_TOLERANCE
-from alaya.runtime.world_session import WorldSession, load_start_frames
+from alaya.runtime.world_session import WorldSession, WorldSessionFactory, load_start_frames
 
 SIZE = 32
 
@@ -82,6 +82,32 @@ def test_onnx_matches_torch(parts, start, encoder):
     for row in ROWS:
         zt, zo = t.step_latent(row), o.step_latent(row)
         assert (zt - zo).abs().max() < ONNX_TOLERANCE
+
+
+def test_a_lone_step_runs_on_the_solo_graphs_and_steps_side_by_side_share(parts, start, encoder):
+    """A factory with ``solo_threads`` steps a session alone on the graphs with a thread per core
+    and, while another session's step runs, on the shared one-thread graphs; both give the
+    frames of a factory without solo graphs."""
+    factory = WorldSessionFactory(*parts, size=SIZE, backend="onnx", prompt_encoder=encoder, threads=1,
+                                  solo_threads=2)
+    plain = WorldSessionFactory(*parts, size=SIZE, backend="onnx", prompt_encoder=encoder, threads=1)
+    assert factory.solo_backend is not None and plain.solo_backend is None
+    used = []
+    for name, b in (("solo", factory.solo_backend), ("shared", factory.backend)):
+        b.integrate = (lambda f, n: lambda *a: (used.append(n), f(*a))[1])(b.integrate, name)
+    a, b, ref = factory.new("a golden sunset"), factory.new("a golden sunset"), plain.new("a golden sunset")
+    for s in (a, b, ref):
+        s.reset(start)
+    za = a.step_latent(ROWS[0])
+    assert used == ["solo"]
+    with b.traffic.step(b.backend, b.solo_backend) as taken:        # b is mid-step: a shares
+        assert taken is b.solo_backend
+        zb = a.step_latent(ROWS[1])
+    assert used == ["solo", "shared"]
+    a.step(ROWS[2])
+    assert used == ["solo", "shared", "solo"]
+    zr = ref.step_latent(ROWS[0]), ref.step_latent(ROWS[1])
+    assert (za - zr[0]).abs().max() < ONNX_TOLERANCE and (zb - zr[1]).abs().max() < ONNX_TOLERANCE
 
 
 def test_bad_input_is_refused_and_the_session_goes_on(parts, start, encoder):

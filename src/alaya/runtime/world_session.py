@@ -38,6 +38,8 @@ The start frame goes in with the depth given to ``reset`` (a recorded frame's: t
 from __future__ import annotations
 
 import math
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -65,16 +67,41 @@ from alaya.runtime.backends import BACKENDS, make_backend
 from alaya.text import PromptEncoder
 
 
+class StepTraffic:
+    """How many of a factory's sessions are inside ``step`` now. A step that starts while no other
+    runs takes the solo graphs (``WorldSessionFactory``'s ``solo_threads``: a thread per core);
+    the others run on the shared one-thread graphs, so sessions side by side do not oversubscribe
+    the cores and at most one step is on the solo graphs at a time."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._running = 0
+
+    @contextmanager
+    def step(self, backend: Backend, solo_backend: Backend | None):
+        """The graphs this step runs on, while it runs."""
+        with self._lock:
+            self._running += 1
+            alone = self._running == 1
+        try:
+            yield solo_backend if alone and solo_backend is not None else backend
+        finally:
+            with self._lock:
+                self._running -= 1
+
+
 class WorldSession:
     def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
                  prompt: str = "", prompt_encoder: PromptEncoder | None = None, steps: int | None = None,
                  seed: int = 0, size: int = 64, backend: str | Backend = "torch",
                  context_noise: float | None = None, stabilize: bool = True,
-                 camera_motion: CameraMotion | None = None, region: WalkableRegion | None = None):
+                 camera_motion: CameraMotion | None = None, region: WalkableRegion | None = None,
+                 solo_backend: Backend | None = None, traffic: StepTraffic | None = None):
         """``autoencoder`` / ``decoder``: the model's codec (``codecs_for``: only a model in the
         autoencoder's latent space needs them). ``backend``: "torch", "onnx" (``make_backend``:
         graphs exported once for ``size``) or a backend object shared with other sessions
-        (``WorldSessionFactory``). ``camera_motion``: a memory model's learned camera (its
+        (``WorldSessionFactory``); ``solo_backend``: the same graphs with a thread per core, for a
+        step that runs while no other session's does (``traffic``, shared by the sessions). ``camera_motion``: a memory model's learned camera (its
         intrinsics and the motion of each row; None: the fixed kinematics). ``region``: where
         the learned camera may walk, in the world of the start views given to ``reset``."""
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
@@ -93,7 +120,8 @@ class WorldSession:
         self.context_noise = c.play_context_noise if context_noise is None else context_noise
         if isinstance(backend, str):
             backend = make_backend(backend, model.core, None, decoder, size, factor=c.factor, steps=self.steps)
-        self.backend = backend
+        self.backend, self.solo_backend = backend, solo_backend
+        self.traffic = traffic or StepTraffic()
         self.prompt_encoder = prompt_encoder or PromptEncoder()
         self.times = time_grid(self.steps)
         self.prompt = ""
@@ -224,6 +252,11 @@ class WorldSession:
 
     @torch.no_grad()
     def step_latent(self, action) -> torch.Tensor:
+        """Frame n's latents after playing one action row (``step`` without the decoder)."""
+        with self.traffic.step(self.backend, self.solo_backend) as backend:
+            return self._step_latent(action, backend)
+
+    def _step_latent(self, action, backend: Backend) -> torch.Tensor:
         if self.anchor is None:
             raise RuntimeError("WorldSession.step needs a start frame: call reset(frame) first")
         row = check_actions(action, "action")
@@ -260,9 +293,9 @@ class WorldSession:
         else:
             anchor = self.model.align_anchor(self.anchor, context[:, 0], self.anchor_pose, self.anchor_pitch,
                                              self.pose, pitch)                            # anchor_warp
-        _, features = self.backend.frame(anchor, context * valid, valid)
+        _, features = backend.frame(anchor, context * valid, valid)
         z = torch.randn(self.anchor.shape, generator=gen)
-        z = self.backend.integrate(z, self.times, cond, features)
+        z = backend.integrate(z, self.times, cond, features)
         z = self.model.finish(z, context[:, 0], self.stabilize, memory)
         if c.memory:
             self._insert(z)
@@ -289,8 +322,9 @@ class WorldSession:
     @torch.no_grad()
     def step(self, action) -> np.ndarray:
         """uint8 (size, size, 3): the next frame after playing one action row."""
-        z = self.step_latent(action)
-        img, self.decoder_state = self.backend.decode(z, self.decoder_state)
+        with self.traffic.step(self.backend, self.solo_backend) as backend:
+            z = self._step_latent(action, backend)
+            img, self.decoder_state = backend.decode(z, self.decoder_state)
         return (img[0, :3].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
 
@@ -324,7 +358,11 @@ class WorldSessionFactory:
     def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
                  size: int = 64, backend: str = "onnx", prompt_encoder: PromptEncoder | None = None,
                  threads: int | None = None, camera_motion: CameraMotion | None = None,
-                 region: WalkableRegion | None = None):
+                 region: WalkableRegion | None = None, solo_threads: int | None = None):
+        """``threads``: each onnxruntime graph's threads (default torch's). ``solo_threads``: a
+        second set of the same graphs with that many threads, for a step while no other
+        session's runs (``StepTraffic``: one player alone gets every core's help on the network,
+        sessions side by side one thread each)."""
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
@@ -333,6 +371,10 @@ class WorldSessionFactory:
         self.prompt_encoder = prompt_encoder or PromptEncoder()
         self.backend = make_backend(backend, model.core, None, decoder, size, threads=threads,
                                     factor=model.config.factor, steps=model.config.steps)
+        self.solo_backend = (make_backend(backend, model.core, None, decoder, size, threads=solo_threads,
+                                          factor=model.config.factor, steps=model.config.steps)
+                             if backend != "torch" and solo_threads and solo_threads != threads else None)
+        self.traffic = StepTraffic()
 
     @classmethod
     def from_pretrained(cls, weights=default_weights("world_model"), autoencoder=default_weights("autoencoder"),
@@ -350,7 +392,8 @@ class WorldSessionFactory:
     def new(self, prompt: str = "", seed: int = 0) -> WorldSession:
         return WorldSession(self.model, self.autoencoder, self.decoder, prompt=prompt,
                             prompt_encoder=self.prompt_encoder, seed=seed, size=self.size, backend=self.backend,
-                            camera_motion=self.camera_motion, region=self.region)
+                            camera_motion=self.camera_motion, region=self.region,
+                            solo_backend=self.solo_backend, traffic=self.traffic)
 
 
 def load_start_depths(folder, size: int | None = None) -> list[np.ndarray | None]:

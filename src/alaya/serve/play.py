@@ -100,11 +100,14 @@ def build_app(cfg: PlayConfig):
 
 def _build_world_app(cfg: PlayConfig, web):
     from alaya.data.actions import ActionText
+    from alaya.hardware import usable_cores
     from alaya.runtime.world_session import WorldSessionFactory, load_start_depths, load_start_frames, load_start_views
     from alaya.serve.world_web import create_world_app
 
+    # a player alone steps on graphs with a thread per core; players side by side, one thread each
     factory = WorldSessionFactory.from_pretrained(cfg.world_weights, decoder=cfg.world_decoder, size=cfg.size,
                                                   backend=cfg.backend, threads=cfg.threads,
+                                                  solo_threads=usable_cores(),
                                                   prompt_encoder=server_prompt_encoder())
     starts = load_start_frames(cfg.world_weights, cfg.size)
     actions = ActionText(factory.prompt_encoder)
