@@ -106,6 +106,10 @@ def test_a_lone_step_runs_on_the_solo_graphs_and_steps_side_by_side_share(parts,
     assert used == ["solo", "shared"]
     a.step(ROWS[2])
     assert used == ["solo", "shared", "solo"]
+    with pytest.raises(ActionError):                                 # a refused row leaves no step counted
+        a.step(np.full(3, np.nan, np.float32))
+    a.step(ROWS[3])
+    assert used == ["solo", "shared", "solo", "solo"]
     zr = ref.step_latent(ROWS[0]), ref.step_latent(ROWS[1])
     assert (za - zr[0]).abs().max() < ONNX_TOLERANCE and (zb - zr[1]).abs().max() < ONNX_TOLERANCE
 
