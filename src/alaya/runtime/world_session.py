@@ -38,8 +38,6 @@ The start frame goes in with the depth given to ``reset`` (a recorded frame's: t
 from __future__ import annotations
 
 import math
-import threading
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -64,30 +62,8 @@ from alaya.models.world import WorldModel
 from alaya.paths import default_weights
 from alaya.runtime.backend_base import Backend
 from alaya.runtime.backends import BACKENDS, make_backend
+from alaya.runtime.step_traffic import StepTraffic
 from alaya.text import PromptEncoder
-
-
-class StepTraffic:
-    """How many of a factory's sessions are inside ``step`` now. A step that starts while no other
-    runs takes the solo graphs (``WorldSessionFactory``'s ``solo_threads``: a thread per core);
-    the others run on the shared one-thread graphs, so sessions side by side do not oversubscribe
-    the cores and at most one step is on the solo graphs at a time."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._running = 0
-
-    @contextmanager
-    def step(self, backend: Backend, solo_backend: Backend | None):
-        """The graphs this step runs on, while it runs."""
-        with self._lock:
-            self._running += 1
-            alone = self._running == 1
-        try:
-            yield solo_backend if alone and solo_backend is not None else backend
-        finally:
-            with self._lock:
-                self._running -= 1
 
 
 class WorldSession:
