@@ -77,9 +77,10 @@ class WorldSession:
         autoencoder's latent space needs them). ``backend``: "torch", "onnx" (``make_backend``:
         graphs exported once for ``size``) or a backend object shared with other sessions
         (``WorldSessionFactory``); ``solo_backend``: the same graphs with a thread per core, for a
-        step that runs while no other session's does (``traffic``, shared by the sessions). ``camera_motion``: a memory model's learned camera (its
-        intrinsics and the motion of each row; None: the fixed kinematics). ``region``: where
-        the learned camera may walk, in the world of the start views given to ``reset``."""
+        step that runs while no other session's does (``traffic``, shared by the sessions).
+        ``camera_motion``: a memory model's learned camera (its intrinsics and the motion of each
+        row; None: the fixed kinematics). ``region``: where the learned camera may walk, in the
+        world of the start views given to ``reset``."""
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
