@@ -84,7 +84,8 @@ async def client(url: str, seconds: float, warmup: float, drive: bool = True, pr
                 await ws.send(json.dumps(look))
                 turned, turns = now, turns + 1
                 if world and turns % ACT_EVERY == 0:
-                    await ws.send(json.dumps({"type": "action", "name": ONE_SHOTS[turns // ACT_EVERY % len(ONE_SHOTS)]}))
+                    name = ONE_SHOTS[turns // ACT_EVERY % len(ONE_SHOTS)]
+                    await ws.send(json.dumps({"type": "action", "name": name}))
             if prompt is not None and now - t0 >= prompt_at:
                 await ws.send(json.dumps({"type": "prompt", "text": prompt}))
                 prompt = None
