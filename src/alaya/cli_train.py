@@ -102,6 +102,9 @@ def _train(a: argparse.Namespace) -> int:
     elif a.what == "motion":
         from alaya.cli_world import train_motion_from_args
         model = train_motion_from_args(a, train)
+    elif a.what == "effects":
+        from alaya.cli_world import train_effects_from_args
+        model = train_effects_from_args(a, train)
     elif a.what == "idm":
         from alaya.data.episodes import EpisodeDataset
         from alaya.evaluation.inverse_dynamics import train_idm
@@ -129,7 +132,7 @@ def add_train_command(sub) -> None:
     from alaya.cli_world import add_world_train_args
     tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
     tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier", "world", "idm",
-                                     "guided-decoder", "motion"])
+                                     "guided-decoder", "motion", "effects"])
     tr.add_argument("--data", required=True, help="dataset folder (alaya datagen; world: alaya record)")
     tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
     tr.add_argument("--out", help="save_pretrained folder for the result")
@@ -141,7 +144,8 @@ def add_train_command(sub) -> None:
     tr.add_argument("--crop", type=int, default=64)
     tr.add_argument("--latent-channels", type=int, default=32)
     tr.add_argument("--pairs", type=int, default=1536, help="tiny-codecs: cached frame pairs")
-    tr.add_argument("--frames", type=int, default=8, help="teacher: frames per training window")
+    tr.add_argument("--frames", type=int, default=8,
+                    help="teacher: frames per training window; effects: frames from a press with a layer")
     tr.add_argument("--preset", default="small", help="teacher: size preset (tiny, small, base)")
     tr.add_argument("--text-noise", type=float, default=1.0, help="teacher, student: prompt augmentation")
     tr.add_argument("--t-mean", type=float, default=0.0, help="teacher: logit-normal mean of training times")

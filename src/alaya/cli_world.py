@@ -84,6 +84,26 @@ def train_motion_from_args(a: argparse.Namespace, train):
                                           model=CameraMotionConfig(fov_y_degrees=a.motion_fov), train=train))
 
 
+def train_effects_from_args(a: argparse.Namespace, train):
+    """``alaya train effects``: what each one-shot action draws over the view
+    (``alaya.train.action_effects``), fitted from the episodes' frames; the report goes to the
+    run folder and the layer beside a world model's weights (``<weights>/action_effects``)."""
+    import json
+    from pathlib import Path
+
+    from alaya.io import atomic_write_text
+    from alaya.train.action_effects import EffectsFitConfig, fit_action_effects
+    if not a.out:
+        raise ValueError("--out is required (e.g. weights/world_model/action_effects)")
+    effects, report = fit_action_effects(EffectsFitConfig(data=a.data, frames=a.frames,
+                                                          progress=train.progress))
+    Path(a.run_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(a.run_dir) / "report.json", json.dumps(report, indent=2))
+    effects.save_pretrained(a.out, trained={"data": str(a.data), **report})
+    print(f"presses {report['presses']}; layers for {', '.join(report['fitted'])}")
+    return effects
+
+
 def _import_video(a: argparse.Namespace) -> int:
     from alaya.data.video_import import import_video
     result = import_video(a.video, a.poses, a.out, a.id, size=a.size, fps=a.fps, style=a.style)
@@ -159,7 +179,7 @@ def _eval_world(a: argparse.Namespace) -> int:
     ranges = data_action_ranges(a.data)           # scripted inputs fitted to the data's columns (other_data)
     cfg = WorldEvalConfig(horizon=a.horizon, episodes=a.episodes, split=a.split, rollout_frames=a.rollout_frames,
                           still_frames=a.still_frames, seed=a.seed, action_ranges=ranges,
-                          start_depth=not a.predict_start_depth)
+                          start_depth=not a.predict_start_depth, start_history=a.start_history)
     idm_skip = idm_mismatch(a.idm, ds.ids()) if a.idm else "no --idm given"
     result = evaluate_world(lambda: factory.new(seed=a.seed), ds, None if idm_skip else load_idm(a.idm), cfg,
                             prompts=ds.meta.styles, progress=not a.json)
@@ -271,6 +291,9 @@ def add_eval_world_command(esub) -> None:
     ew.add_argument("--predict-start-depth", action="store_true",
                     help="a memory model predicts each start frame's depth instead of starting from the "
                          "recorded one (--live: the shipped .depth.npy, as play does; replay: the episode's)")
+    ew.add_argument("--start-history", type=int, default=16,
+                    help="replay: action rows before each window's start frame given to the session's reset "
+                         "(a jump or walk under way goes on); 0: every window starts from rest")
     ew.set_defaults(func=_eval_world)
 
 

@@ -139,6 +139,32 @@ def test_a_session_that_takes_a_depth_gets_the_recorded_one(episodes):
     assert Deep.starts and all(d is None for _, d in Deep.starts)
 
 
+def test_a_replay_window_starts_with_the_rows_that_led_to_it(episodes):
+    """A session whose ``reset`` takes ``history`` gets, for each replay window, up to
+    ``start_history`` recorded rows before its start frame (the start frame's own row last; row 0
+    is never played), so a jump or walk under way goes on; loops and still starts get none."""
+    class Remembering(Frozen):
+        starts = []
+
+        def reset(self, frame, prompt, history=None):
+            self.starts.append((frame, history))
+            super().reset(frame, prompt)
+
+    run(Remembering(), episodes, cfg=dataclasses.replace(CFG, start_history=5))
+    given = [(f, h) for f, h in Remembering.starts if h is not None]
+    assert len(given) >= 2 * CFG.windows
+    for frame, history in given:
+        assert history.shape[1:] == (8,) and 1 <= len(history) <= 5
+        assert any(np.array_equal(ep["actions"][t - len(history) + 1:t + 1], history)
+                   and any(np.array_equal(ep["rgb"][s, t], frame) for s in range(2))
+                   for ep in episodes for t in range(len(history), ep["rgb"].shape[1]))
+    Remembering.starts = []
+    run(Remembering(), episodes, cfg=dataclasses.replace(CFG, start_history=0))
+    assert Remembering.starts and all(h is None for _, h in Remembering.starts)
+    with pytest.raises(ValueError, match="start_history"):
+        dataclasses.replace(CFG, start_history=-1)
+
+
 def test_long_rollout_catches_fading(episodes):
     stable = run(Shift(), episodes)
     assert 0.9 < stable["late_early_sharpness_ratio"] < 1.1

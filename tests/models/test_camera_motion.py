@@ -270,3 +270,67 @@ def test_a_walk_the_world_stopped_is_not_learned_from():
     twists[3, 4] = 0.2
     twists[4, 5] = 0.1
     assert blocked_walk(rows, twists, up).tolist() == [True, False, False, True, False]
+
+
+def _jump_row():
+    return torch.tensor(action_vector(0.0, 0.0, 0.0, 0.0, "jump"))
+
+
+def test_a_jump_flies_and_lands_where_it_took_off():
+    """With a learned flight the camera rises by ``flight_rise``, loses ``flight_gravity`` of rise a
+    frame, and lands exactly at its take-off height; the network alone hung at the apex (no row, no
+    vertical momentum is a rest)."""
+    torch.manual_seed(3)
+    m = CameraMotion(CameraMotionConfig(hidden=16, level=True, still_without_navigation=True,
+                                        flight_rise=0.13, flight_gravity=0.015))
+    for p in m.net.parameters():
+        torch.nn.init.normal_(p, std=0.3)                      # an untrained net: its own rise is arbitrary
+    state = m.initial_state(pitch_degrees=-10.0)
+    heights, airs = [], []
+    for n in range(40):
+        _, state = m.step(_jump_row() if n == 0 else torch.zeros(8), state)
+        heights.append(float(state.height[0]))
+        airs.append(float(state.air[0]))
+    rises = np.diff([0.0] + heights)
+    np.testing.assert_allclose(rises[:17], 0.13 - 0.015 * np.arange(17), atol=1e-5)
+    landed = next(n for n, a in enumerate(airs) if a == 0)
+    assert 17 <= landed <= 19                                   # the game's jump: 18 frames
+    assert abs(heights[landed]) < 1e-5 and all(abs(h - heights[landed]) < 1e-6 for h in heights[landed:])
+    assert min(heights) > -1e-5                                 # never below its take-off ground
+    _, again = m.step(_jump_row(), state)                      # on the ground again: a new jump takes off
+    assert float(again.air[0]) == pytest.approx(0.13, abs=1e-5)
+
+
+def test_the_flight_is_read_from_the_recorded_poses():
+    from alaya.train.camera_motion_data import flights
+    T, rise, fall = 60, 0.12, 0.01
+    z = np.full(T, 1.5)
+    for n in range(1, 40):                                     # a jump row at frame 5; on the ground from 29 on
+        h = z[4] + n * rise - fall * n * (n - 1) / 2
+        if h < z[4]:
+            break
+        z[4 + n] = h
+    poses = torch.eye(4, dtype=torch.float64).repeat(1, T, 1, 1)
+    poses[0, :, 2, 3] = torch.from_numpy(-z)                   # world_to_camera of a camera at height z
+    actions = torch.zeros(1, T, 8)
+    actions[0, 5, 4] = 1.0
+    found = flights(poses, actions)
+    assert len(found) == 1
+    np.testing.assert_allclose(found[0][:5], rise - fall * np.arange(5), atol=1e-9)
+
+
+def test_a_session_reset_with_history_goes_on_with_its_jump():
+    """``warmed``: the state after the rows that led to a start, so a replay that starts mid-jump
+    keeps falling instead of hanging where it started."""
+    m = CameraMotion(CameraMotionConfig(hidden=8, level=True, still_without_navigation=True,
+                                        flight_rise=0.13, flight_gravity=0.015))
+    history = torch.zeros(6, 8)
+    history[0] = _jump_row()
+    start = m.initial_state(pitch_degrees=0.0)
+    warm = m.warmed(history, start)
+    torch.testing.assert_close(warm.up, start.up)
+    assert float(warm.air[0]) == pytest.approx(sum(0.13 - 0.015 * n for n in range(6)), abs=1e-5)
+    _, next_state = m.step(torch.zeros(8), warm)
+    assert float(next_state.height[0] - warm.height[0]) == pytest.approx(0.13 - 0.015 * 6, abs=1e-5)
+    _, cold = m.step(torch.zeros(8), start)
+    assert float(cold.height[0]) == 0.0                         # from rest: no motion

@@ -138,3 +138,30 @@ def test_a_start_view_in_a_walkable_region_keeps_the_camera_inside_it():
     assert walked[False] == pytest.approx(1.0, abs=1e-3)    # from x = 5 to the region's edge at x = 6
     with pytest.raises(ValueError, match="view"):
         session.reset(frame, depth=open_ground, view=np.full((4, 4), np.nan))
+
+
+def test_a_reset_with_history_goes_on_with_a_jump_under_way():
+    """The rows that led to a start frame warm the learned camera: a replay that starts mid-jump
+    keeps flying (and the network sees those rows as the ones before its first step)."""
+    from alaya.data.actions import ActionError, action_vector
+    from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
+    from alaya.runtime.world_session import WorldSession
+    frame = np.random.default_rng(5).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    depth = np.full((32, 32), 3.0, np.float32)
+    camera = CameraMotion(CameraMotionConfig(level=True, still_without_navigation=True,
+                                             flight_rise=0.13, flight_gravity=0.015))
+    session = WorldSession(still_model(), size=32, backend="torch", camera_motion=camera)
+    history = np.stack([action_vector(act="jump")] + [action_vector()] * 3)
+    heights = []
+    for rows in (None, history):
+        session.reset(frame, depth=depth, history=rows)
+        start = session.camera_view().clone()
+        session.step(action_vector())
+        view = session.camera_view()
+        heights.append(float((-view[:3, :3].T @ view[:3, 3] + start[:3, :3].T @ start[:3, 3])[2]))
+    assert heights[0] == pytest.approx(0.0, abs=1e-6)                    # from rest: it stands
+    assert heights[1] == pytest.approx(0.13 - 0.015 * 4, abs=1e-4)       # mid-jump: the flight goes on
+    seen = session.actions.shape[1] - 1                                   # rows before the first step's
+    assert session.actions[0, 1:].tolist() == [history[-1].tolist(), history[-2].tolist()][:seen]
+    with pytest.raises(ActionError, match="history"):
+        session.reset(frame, depth=depth, history=np.full((3, 8), np.nan, np.float32))

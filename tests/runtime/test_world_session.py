@@ -257,3 +257,23 @@ def test_a_model_with_the_frame_position_input_exports_and_agrees(start, encoder
         s.reset(start, "a golden sunset")
     for row in ROWS:
         assert (t.step_latent(row) - o.step_latent(row)).abs().max() < ONNX_TOLERANCE
+
+
+def test_action_effects_draw_over_the_shown_frames_only(parts, start, encoder):
+    """A press shows its layer for the layer's frames; what the session keeps (context, memory)
+    is the frame without it, so the frames after the effect are the plain session's."""
+    from alaya.models.action_effects import ActionEffects, ActionEffectsConfig
+    fx = ActionEffects(ActionEffectsConfig(actions=("attack",), frames=2, size=SIZE))
+    alpha, colour = torch.zeros_like(fx.alpha), torch.zeros_like(fx.colour)
+    alpha[0, :, :, :8, :8] = 1.0
+    colour[0, :, 0, :8, :8] = 1.0
+    fx.set_layers(alpha, colour)
+    rows = [action_vector(1.0), action_vector(act="attack"), action_vector(), action_vector(), action_vector(0.5)]
+    plain = play(WorldSession(*parts, prompt_encoder=encoder, size=SIZE), start, rows)
+    shown = play(WorldSession(*parts, prompt_encoder=encoder, size=SIZE, action_effects=fx), start, rows)
+    red = np.array([255, 0, 0], np.uint8)
+    assert np.array_equal(shown[0], plain[0])
+    for k in (1, 2):                                              # the press's frame and the next
+        assert (shown[k, :8, :8] == red).all()
+        assert np.array_equal(shown[k, 8:], plain[k, 8:])
+    assert np.array_equal(shown[3:], plain[3:])

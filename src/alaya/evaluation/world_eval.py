@@ -8,7 +8,9 @@ A session follows the world-session protocol (``alaya.runtime.world_session``)::
 
 ``make_session`` is called once; every rollout starts with ``reset``, given the start frame's
 recorded pitch and depth where the episode has them and the session's ``reset`` takes them (a
-memory model then starts as play does; ``start_depth=False``: it predicts the depth). Episodes
+memory model then starts as play does; ``start_depth=False``: it predicts the depth); a replay
+window's reset also gets the ``start_history`` action rows that led to its start frame (a jump or
+walk under way at t0 goes on, as in the game; ``start_history=0``: from rest). Episodes
 are resized to ``session.size``. For the first ``episodes`` episodes and each of their styles, ``windows``
 start indices are drawn (seeded):
 
@@ -86,6 +88,9 @@ class WorldEvalConfig:
     # every rollout's start frame goes to sessions whose reset takes ``depth`` with its recorded
     # depth where the episodes have one (as play and the live evaluation start); False: predicted
     start_depth: bool = True
+    # replay windows start with up to this many recorded action rows before their start frame, for
+    # sessions whose reset takes ``history`` (a jump or walk under way goes on, as in the game); 0: from rest
+    start_history: int = 16
     # the data's action columns and their ranges (other_data.data_action_ranges); None: every
     # column in full. Scripted inputs are fitted to them; a loop needing a value outside is skipped
     action_ranges: dict[str, tuple[float, float]] | None = None
@@ -95,6 +100,8 @@ class WorldEvalConfig:
                      "still_frames"):
             if getattr(self, name) < 1:
                 raise ValueError(f"WorldEvalConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.start_history < 0:
+            raise ValueError(f"WorldEvalConfig.start_history must be >= 0, got {self.start_history}")
 
 
 # --- driving a session ------------------------------------------------------------------------
@@ -114,11 +121,13 @@ class _Driver:
         self.seconds, self.steps = 0.0, 0
 
     def stream(self, frame: np.ndarray, prompt: str, actions: np.ndarray, pitch: float | None = None,
-               depth: np.ndarray | None = None):
-        """``pitch``: the recorded camera pitch of ``frame``, ``depth`` its recorded depth, each for
-        sessions whose reset takes it."""
+               depth: np.ndarray | None = None, history: np.ndarray | None = None, view: np.ndarray | None = None):
+        """``pitch``: the recorded camera pitch of ``frame``, ``depth`` its recorded depth,
+        ``history`` the action rows that led to it, ``view`` its recorded world_to_camera (which
+        keeps a session with a walkable region inside it), each for sessions whose reset takes it."""
         takes = inspect.signature(self.session.reset).parameters
-        extra = {k: v for k, v in (("pitch", pitch), ("depth", depth)) if v is not None and k in takes}
+        extra = {k: v for k, v in (("pitch", pitch), ("depth", depth), ("history", history), ("view", view))
+                 if v is not None and k in takes}
         self.session.reset(frame, prompt, **extra)
         for k, row in enumerate(actions):
             t0 = time.perf_counter()
@@ -128,9 +137,10 @@ class _Driver:
             yield self.check(out, k + 1)
 
     def rollout(self, frame: np.ndarray, prompt: str, actions: np.ndarray, pitch: float | None = None,
-                depth: np.ndarray | None = None) -> np.ndarray:
+                depth: np.ndarray | None = None, history: np.ndarray | None = None,
+                view: np.ndarray | None = None) -> np.ndarray:
         """uint8 (len(actions), H, W, 3): the frames after each action row."""
-        return np.stack(list(self.stream(frame, prompt, actions, pitch, depth)))
+        return np.stack(list(self.stream(frame, prompt, actions, pitch, depth, history, view)))
 
     def check(self, out, step: int) -> np.ndarray:
         shape = (self.size, self.size, 3)
@@ -144,6 +154,11 @@ class _Driver:
 def start_pitch(ep: dict, t: int) -> float | None:
     """The recorded camera pitch (degrees) of frame ``t``, None without ``world_to_camera``."""
     return float(view_pitch_degrees(ep["world_to_camera"][t])) if "world_to_camera" in ep else None
+
+
+def start_view(ep: dict, t: int) -> np.ndarray | None:
+    """The recorded world_to_camera (4, 4) of frame ``t``, None without ``world_to_camera``."""
+    return np.asarray(ep["world_to_camera"][t], dtype=np.float64) if "world_to_camera" in ep else None
 
 
 def start_depth(ep: dict, t: int, use: bool = True) -> np.ndarray | None:
@@ -249,8 +264,10 @@ def evaluate_world(make_session: Callable[[], WorldSession], episodes, idm: Inve
         real, actions = ep["rgb"][s, t0:t0 + H + 1], ep["actions"][t0 + 1:t0 + H + 1]
         prompt = _prompt(str(ep["styles"][s]), i, prompts)
         pitch, depth = start_pitch(ep, t0), start_depth(ep, t0, cfg.start_depth)
-        gen = drive.rollout(real[0], prompt, actions, pitch, depth)
-        gen_shuffled = drive.rollout(real[0], prompt, shuffled, pitch, depth)
+        history = ep["actions"][max(1, t0 - cfg.start_history + 1):t0 + 1] if cfg.start_history and t0 > 0 else None
+        view = start_view(ep, t0)
+        gen = drive.rollout(real[0], prompt, actions, pitch, depth, history, view)
+        gen_shuffled = drive.rollout(real[0], prompt, shuffled, pitch, depth, history, view)
         bar.update(2 * H)
         rows.append({"episode": name, "style": str(ep["styles"][s]), "t0": t0,
                      "psnr": psnr_frames(gen, real[1:]), "ssim": ssim_frames(gen, real[1:]),
@@ -283,7 +300,7 @@ def _long_rollout(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, bar) -> di
     actions, changed = fit_actions(scripted_actions(cfg.rollout_frames, cfg.seed), cfg.action_ranges)
     stats, head, chunk = [], [], []
     for frame in drive.stream(ep["rgb"][0, 0], _prompt(str(ep["styles"][0]), 0, prompts), actions, start_pitch(ep, 0),
-                              start_depth(ep, 0, cfg.start_depth)):
+                              start_depth(ep, 0, cfg.start_depth), view=start_view(ep, 0)):
         if len(head) < cfg.gif_frames:
             head.append(frame)
         chunk.append(frame)
@@ -316,8 +333,8 @@ def _loops(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, rng: np.random.Ge
             skipped[f"loop_{kind}"] = f"needs {', '.join(changed)} of -1 and +1, outside the data's range"
             continue
         turn, back = [], []
-        for j, (frame, prompt, pitch, depth) in enumerate(starts):
-            gen = drive.rollout(frame, prompt, actions, pitch, depth)
+        for j, (frame, prompt, pitch, depth, view) in enumerate(starts):
+            gen = drive.rollout(frame, prompt, actions, pitch, depth, view=view)
             bar.update(len(actions))
             turn.append(psnr_frames(gen[cfg.loop_frames - 1:cfg.loop_frames], frame[None])[0])
             back.append(psnr_frames(gen[-1:], frame[None])[0])
@@ -332,14 +349,14 @@ def _loops(drive: _Driver, eps, cfg: WorldEvalConfig, prompts, rng: np.random.Ge
 
 
 def _loop_starts(eps, cfg: WorldEvalConfig, prompts, rng: np.random.Generator) -> list[tuple]:
-    """(frame, prompt, pitch, depth) of ``cfg.loops`` random real frames, episodes in turn."""
+    """(frame, prompt, pitch, depth, view) of ``cfg.loops`` random real frames, episodes in turn."""
     starts = []
     for j in range(cfg.loops):
         i = j % len(eps)
         name, ep = eps[i]
         s, t = int(rng.integers(len(ep["styles"]))), int(rng.integers(ep["rgb"].shape[1]))
         starts.append((ep["rgb"][s, t], _prompt(str(ep["styles"][s]), i, prompts), start_pitch(ep, t),
-                       start_depth(ep, t, cfg.start_depth)))
+                       start_depth(ep, t, cfg.start_depth), start_view(ep, t)))
     return starts
 
 
@@ -349,8 +366,8 @@ def _stand_still(drive: _Driver, starts: list[tuple], cfg: WorldEvalConfig, bar)
     n = cfg.still_frames
     steps = sorted({1, max(1, n // 2), n})
     psnr, sharp = {k: [] for k in steps}, []
-    for frame, prompt, pitch, depth in starts:
-        gen = drive.rollout(frame, prompt, still_actions(n), pitch, depth)
+    for frame, prompt, pitch, depth, view in starts:
+        gen = drive.rollout(frame, prompt, still_actions(n), pitch, depth, view=view)
         bar.update(n)
         for k in steps:
             psnr[k].append(psnr_frames(gen[k - 1:k], frame[None])[0])

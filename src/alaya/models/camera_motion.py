@@ -86,19 +86,29 @@ class CameraMotionConfig:
     height_input: bool = True           # the network sees the camera's height above its start, so it
                                         # can learn to come back to the floor (trained on rollouts with a
                                         # height-correcting target: walking otherwise drifts ~2 m in 300 frames)
+    flight_rise: float = 0.0            # a jump's flight, read by training from recorded poses (0: none, the
+    flight_gravity: float = 0.0         # network moves the camera up and down): the first frame's rise and
+                                        # the fall added each frame after, along world up, until the camera is
+                                        # back at the height it took off from. The network alone, with no
+                                        # notion of being in the air, hung at a jump's apex (no row, no
+                                        # vertical momentum: a rest) for 15 frames of a flight the game ends in 18
 
 
 @dataclass
 class MotionState:
     """``up`` (B, 3): world up in camera (GL) coordinates; ``prev`` (B, 6): the previous twist;
-    ``height`` (B,): the camera's height above where it started, along world up (0 if not given)."""
+    ``height`` (B,): the camera's height above where it started, along world up (0 if not given);
+    ``air`` (B,): its height above the ground its flight took off from, 0 on the ground."""
     up: torch.Tensor
     prev: torch.Tensor
     height: torch.Tensor | None = None
+    air: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.height is None:
             self.height = torch.zeros(len(self.up))
+        if self.air is None:
+            self.air = torch.zeros(len(self.up))
 
 
 def height_step(height: torch.Tensor, twist: torch.Tensor, next_up: torch.Tensor) -> torch.Tensor:
@@ -269,7 +279,10 @@ class CameraMotion(nn.Module):
             idle = (rows[:, :NAV] == 0).all(-1)
             if idle.any():
                 # along world up, and only in a jump's flight: its start or a previous rise or fall
-                flying = (rows[:, JUMP] != 0) | ((state.prev[:, 3:] * state.up).sum(-1).abs() > 1e-4)
+                if self.config.flight_rise > 0:               # a learned flight knows when it is in the air
+                    flying = (rows[:, JUMP] != 0) | (state.air > 0)
+                else:
+                    flying = (rows[:, JUMP] != 0) | ((state.prev[:, 3:] * state.up).sum(-1).abs() > 1e-4)
                 vertical = (delta[:, :3, 3] * state.up).sum(-1, keepdim=True) * state.up * flying[:, None]
                 held = torch.eye(4).repeat(len(rows), 1, 1)
                 held[:, :3, 3] = vertical
@@ -279,8 +292,38 @@ class CameraMotion(nn.Module):
             delta, up = hold_pitch(delta, up, state.up, rows[:, PITCH] == 0)
         if self.config.level or self.config.still_without_navigation or self.config.pitch_held:
             tw = matrix_to_twist(delta)
-        new = MotionState(up=up, prev=tw, height=height_step(state.height, tw, up))
+        air = torch.zeros_like(state.air)
+        if self.config.flight_rise > 0:
+            delta, air = self._fly(rows, state, delta, up)
+            tw = matrix_to_twist(delta)
+        new = MotionState(up=up, prev=tw, height=height_step(state.height, tw, up), air=air)
         return (delta[0] if single else delta), new
+
+    def _fly(self, rows: torch.Tensor, state: MotionState, delta: torch.Tensor,
+             up: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A jump's flight along world up: a jump row on the ground takes off with ``flight_rise``,
+        each frame in the air rises by the last frame's rise less ``flight_gravity``, and the
+        flight ends back at its take-off height. (deltas with that vertical motion, the air after.)"""
+        c = self.config
+        last_rise = -(state.prev[:, 3:] * state.up).sum(-1)      # the camera centre's last move along world up
+        take_off = (state.air <= 0) & (rows[:, JUMP] != 0)
+        flying = take_off | (state.air > 0)
+        if not flying.any():
+            return delta, torch.zeros_like(state.air)
+        rise = torch.where(take_off, torch.full_like(last_rise, c.flight_rise), last_rise - c.flight_gravity)
+        rise = torch.maximum(rise, -state.air)                    # lands where it took off
+        now = -(delta[:, :3, 3] * up).sum(-1)                     # the network's own rise
+        delta = delta.clone()
+        # the translation t + (now - rise) up moves the centre by `rise` along world up
+        delta[:, :3, 3] += torch.where(flying, now - rise, torch.zeros_like(rise))[:, None] * up
+        return delta, torch.where(flying, (state.air + rise).clamp_min(0), torch.zeros_like(rise))
+
+    @torch.no_grad()
+    def warmed(self, rows, state: MotionState) -> MotionState:
+        """``state`` after the rows (K, 8) that led to it were played from rest: their momentum and
+        a jump's flight (previous motion, height, air), with ``state``'s own camera (up) kept."""
+        _, played = self.rollout(rows, MotionState(up=state.up, prev=torch.zeros_like(state.prev)))
+        return MotionState(up=state.up, prev=played.prev, height=played.height, air=played.air)
 
     @torch.no_grad()
     def rollout(self, actions, state: MotionState) -> tuple[torch.Tensor, MotionState]:

@@ -46,10 +46,11 @@ import torch
 from alaya.codecs.autoencoder import Autoencoder
 from alaya.codecs.patch import PatchCodec, PatchCodecConfig
 from alaya.codecs.tiny import TinyDecoder
-from alaya.data.actions import ACTION_DIM, ActionError, check_actions
+from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, ActionError, check_actions
 from alaya.data.start_frames import rigid_view
 from alaya.data.walkable_region import REGION_FILE, WalkableRegion
 from alaya.diffusion.flow import time_grid
+from alaya.models.action_effects import ACTION_EFFECTS_DIR, ActionEffects
 from alaya.models.camera_constraints import stay_in_region, stop_at_surfaces
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
 from alaya.models.memory_conditioning import (ObservedFrame, as_context, decode_depth, frame_as_memory, frame_image,
@@ -72,7 +73,8 @@ class WorldSession:
                  seed: int = 0, size: int = 64, backend: str | Backend = "torch",
                  context_noise: float | None = None, stabilize: bool = True,
                  camera_motion: CameraMotion | None = None, region: WalkableRegion | None = None,
-                 solo_backend: Backend | None = None, traffic: StepTraffic | None = None):
+                 solo_backend: Backend | None = None, traffic: StepTraffic | None = None,
+                 action_effects: ActionEffects | None = None):
         """``autoencoder`` / ``decoder``: the model's codec (``codecs_for``: only a model in the
         autoencoder's latent space needs them). ``backend``: "torch", "onnx" (``make_backend``:
         graphs exported once for ``size``) or a backend object shared with other sessions
@@ -80,7 +82,8 @@ class WorldSession:
         step that runs while no other session's does (``traffic``, shared by the sessions).
         ``camera_motion``: a memory model's learned camera (its intrinsics and the motion of each
         row; None: the fixed kinematics). ``region``: where the learned camera may walk, in the
-        world of the start views given to ``reset``."""
+        world of the start views given to ``reset``. ``action_effects``: what each one-shot action
+        draws over the frames ``step`` shows (not over what the memory and context keep)."""
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -93,7 +96,8 @@ class WorldSession:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         self.size, self.seed, self.stabilize = size, seed, stabilize
         self.camera_motion = camera_motion.eval() if camera_motion is not None else None
-        self.region = region
+        self.region, self.action_effects = region, action_effects
+        self._effects_since: dict[str, int] = {}
         self.context_noise = c.play_context_noise if context_noise is None else context_noise
         if isinstance(backend, str):
             backend = make_backend(backend, model.core, None, decoder, size, factor=c.factor, steps=self.steps)
@@ -120,15 +124,20 @@ class WorldSession:
 
     @torch.no_grad()
     def reset(self, frame: np.ndarray, prompt: str | None = None, pitch: float | None = None,
-              depth: np.ndarray | None = None, view: np.ndarray | None = None) -> None:
+              depth: np.ndarray | None = None, view: np.ndarray | None = None,
+              history: np.ndarray | None = None) -> None:
         """Start a new game from ``frame`` (uint8 (size, size, 3)), in ``prompt``'s style if given;
         ``pitch``: the start frame's camera pitch in degrees (default: the game's start pitch,
         ``WorldModelConfig.start_pitch_degrees``), which the pitch limit and ``ground_warp`` use.
         ``depth`` (size, size) metres, 0 on the sky: the start frame's, for a memory model (default:
         the model predicts it). ``view`` (4, 4): the start camera's world_to_camera in the world
         of the session's ``region`` (a start's ``.view.npy``), which keeps a learned camera
-        inside it (default: no bound)."""
+        inside it (default: no bound). ``history`` (K, 8): the action rows that led to ``frame``,
+        oldest first (default: none, a player at rest): the network sees the last of them as the
+        rows before the first step's, and a learned camera's state (momentum, a jump's flight) is
+        played through them, so a walk or jump under way at the start goes on."""
         x = self._check_frame(frame)
+        rows = None if history is None else check_actions(history, "history").reshape(-1, ACTION_DIM)
         view = None if view is None else torch.from_numpy(rigid_view(view))
         c = self.model.config
         if pitch is None:
@@ -148,13 +157,19 @@ class WorldSession:
         self.valid = torch.zeros(1, c.context, 1, h, h)
         self.context, self.valid = push_context(self.context, self.valid, z)
         self.actions = torch.zeros(1, c.action_history, ACTION_DIM)
+        if rows is not None and len(rows):
+            last = torch.from_numpy(rows[::-1][:c.action_history].copy())   # newest first
+            self.actions[0, :len(last)] = last
         self.decoder_state = None
+        self._effects_since = {}
         self.frame_index = 0
         self.pitch = min(max(float(pitch), -c.max_pitch_degrees), c.max_pitch_degrees)
         self.pose = torch.zeros(1, 3)                  # dead-reckoned [x, y, yaw] since the start frame
         self.anchor_pose, self.anchor_pitch = self.pose, torch.tensor([self.pitch])
         if c.memory:
             self._reset_memory(x, z, depth is None)
+            if rows is not None and len(rows) and self.camera_motion is not None:
+                self._motion_state = self.camera_motion.warmed(rows, self._motion_state)
             self._to_region = None
             if view is not None and self.region is not None and self.camera_motion is not None:
                 self._to_region = torch.linalg.inv(view) @ self._motion_view.double()   # session world -> region's
@@ -302,7 +317,18 @@ class WorldSession:
         with self.traffic.step(self.backend, self.solo_backend) as backend:
             z = self._step_latent(action, backend)
             img, self.decoder_state = backend.decode(z, self.decoder_state)
-        return (img[0, :3].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
+        return self._with_effects((img[0, :3].clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy())
+
+    def _with_effects(self, frame: np.ndarray) -> np.ndarray:
+        """``frame`` with the effect of each one-shot action pressed in the last frames, the row
+        just played included (``action_effects``)."""
+        if self.action_effects is None:
+            return frame
+        fx, row = self.action_effects.config, self.actions[0, 0]
+        since = {a: n + 1 for a, n in self._effects_since.items() if n + 1 < fx.frames}
+        since.update({a: 0 for a in fx.actions if row[ACTION_COLUMNS.index(a)] != 0})
+        self._effects_since = since
+        return self.action_effects.composite(frame, since)
 
 
 def codecs_for(model: WorldModel, autoencoder=None, decoder=None):
@@ -322,6 +348,12 @@ def load_camera_motion(weights) -> CameraMotion | None:
     return CameraMotion.from_pretrained(folder) if (folder / "config.json").exists() else None
 
 
+def load_action_effects(weights) -> ActionEffects | None:
+    """The one-shot actions' effect layer inside a world model's folder (``<weights>/action_effects/``), or None."""
+    folder = Path(weights) / ACTION_EFFECTS_DIR
+    return ActionEffects.from_pretrained(folder) if (folder / "config.json").exists() else None
+
+
 def load_region(weights) -> WalkableRegion | None:
     """The region recorded players stood in, shipped with a world model's start frames
     (``<weights>/starts/region.json``), or None."""
@@ -335,7 +367,8 @@ class WorldSessionFactory:
     def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
                  size: int = 64, backend: str = "onnx", prompt_encoder: PromptEncoder | None = None,
                  threads: int | None = None, camera_motion: CameraMotion | None = None,
-                 region: WalkableRegion | None = None, solo_threads: int | None = None):
+                 region: WalkableRegion | None = None, solo_threads: int | None = None,
+                 action_effects: ActionEffects | None = None):
         """``threads``: each onnxruntime graph's threads (default torch's). ``solo_threads``: a
         second set of the same graphs with that many threads, for a step while no other
         session's runs (``StepTraffic``: one player alone gets every core's help on the network,
@@ -345,6 +378,7 @@ class WorldSessionFactory:
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         self.model, self.autoencoder, self.decoder = model.eval(), autoencoder.eval(), decoder.eval()
         self.size, self.camera_motion, self.region = size, camera_motion, region
+        self.action_effects = action_effects
         self.prompt_encoder = prompt_encoder or PromptEncoder()
         self.backend = make_backend(backend, model.core, None, decoder, size, threads=threads,
                                     factor=model.config.factor, steps=model.config.steps)
@@ -360,6 +394,7 @@ class WorldSessionFactory:
         model = WorldModel.from_pretrained(weights)
         kwargs.setdefault("camera_motion", load_camera_motion(weights))
         kwargs.setdefault("region", load_region(weights))
+        kwargs.setdefault("action_effects", load_action_effects(weights))
         if "size" not in kwargs and any((Path(weights) / "starts").glob("*.png")):
             kwargs["size"] = shipped_size(weights)
         if model.config.codec == "patch4":
@@ -370,7 +405,8 @@ class WorldSessionFactory:
         return WorldSession(self.model, self.autoencoder, self.decoder, prompt=prompt,
                             prompt_encoder=self.prompt_encoder, seed=seed, size=self.size, backend=self.backend,
                             camera_motion=self.camera_motion, region=self.region,
-                            solo_backend=self.solo_backend, traffic=self.traffic)
+                            solo_backend=self.solo_backend, traffic=self.traffic,
+                            action_effects=self.action_effects)
 
 
 def load_start_depths(folder, size: int | None = None) -> list[np.ndarray | None]:

@@ -40,7 +40,7 @@ from alaya.io import atomic_write_text
 from alaya.models.camera_motion import CameraMotion, CameraMotionConfig, gl_to_cv, twist_to_matrix, up_in_camera
 from alaya.models.view_warp import warp_depth
 from alaya.train.camera_motion_data import (MotionEpisodes, idle_frames_hold_still, pitch_needs_input,
-                                            rollout_states)
+                                            recorded_flight, rollout_states)
 from alaya.train.camera_motion_eval import evaluate_motion
 from alaya.train.loop import TrainConfig
 
@@ -120,7 +120,7 @@ def _scaled_K(K: torch.Tensor, f: float) -> torch.Tensor:
 def frames_loss(model: CameraMotion, data: MotionEpisodes, states, e: torch.Tensor, t: torch.Tensor,
                 s: torch.Tensor, K: torch.Tensor, scales: int, source_min: bool = False) -> tuple[torch.Tensor, dict]:
     """The self-supervised loss of target frames t (2 <= ... <= length - 2) of episodes e, style s."""
-    ups, prevs, heights = states
+    ups, prevs, heights, _ = states
     tw_in = model.twist(data.actions[e, t], ups[e, t], prevs[e, t], heights[e, t])            # frame t-1 -> t
     tw_out = model.twist(data.actions[e, t + 1], ups[e, t + 1], prevs[e, t + 1], heights[e, t + 1])  # t -> t+1
     to_prev = gl_to_cv(torch.linalg.inv(twist_to_matrix(tw_in)))
@@ -155,7 +155,7 @@ def poses_loss(model: CameraMotion, data: MotionEpisodes, targets: torch.Tensor,
     ``stay_in_region``); learned from them, the camera would refuse to start a walk the
     recordings often begin against a wall (0.002 m a frame for a strafe right from a stand,
     against the recordings' 0.1)."""
-    ups, prevs, heights = states
+    ups, prevs, heights, _ = states
     rec_up = up_in_camera(data.poses[e, t - 1]).float()
     rec_prev = torch.where((t > 1)[:, None], targets[e, (t - 1).clamp_min(1)], torch.zeros(len(t), 6))
     rec_height = data.heights[e, t - 1]
@@ -213,6 +213,10 @@ def train_motion(cfg: MotionTrainConfig) -> CameraMotion:
             cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, level=True))
     if data.poses is not None and not cfg.model.still_without_navigation and idle_frames_hold_still(data):
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, still_without_navigation=True))
+    flight = recorded_flight(data) if data.poses is not None and cfg.model.flight_rise == 0 else None
+    if flight is not None:
+        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, flight_rise=flight[0],
+                                                                 flight_gravity=flight[1]))
     if data.poses is not None and not cfg.model.pitch_held and pitch_needs_input(data):
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, pitch_held=True))
     model = CameraMotion(cfg.model)

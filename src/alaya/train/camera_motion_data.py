@@ -64,20 +64,55 @@ def recorded_heights(poses: torch.Tensor) -> torch.Tensor:
     return (z - z[:, :1]).float()
 
 
+def flights(poses: torch.Tensor, actions: torch.Tensor, landed: float = 5e-3,
+            settled: float = 1e-3) -> list[np.ndarray]:
+    """Each recorded jump's rise per frame along world z (metres), from the frame of its jump row
+    to the second-to-last frame before it lands: a flight starts on a jump row that lifts the camera and
+    ends on the way down, within ``landed`` metres of its take-off height or when the fall stops
+    (a fall slower than ``settled`` a frame: it came down on higher ground)."""
+    z = camera_centre(poses.double())[..., 2].numpy()
+    out = []
+    for n in range(z.shape[0]):
+        start, falling = None, False
+        for t in range(1, z.shape[1]):
+            dz = z[n, t] - z[n, t - 1]
+            if start is None and actions[n, t, JUMP] != 0 and dz > settled:
+                start, falling = t, False
+            if start is None:
+                continue
+            falling |= dz < -settled
+            if falling and (z[n, t] - z[n, start - 1] < landed or dz > -settled):
+                out.append(np.diff(z[n, start - 1:t - 1]))  # the frames into the landing left out (cut short)
+                start = None
+    return out
+
+
+def recorded_flight(data: MotionEpisodes, least: int = 3) -> tuple[float, float] | None:
+    """(rise of a flight's first frame, fall added each frame after), metres, fitted by least
+    squares to the recorded flights (rise at frame n = rise - n * fall), or None with fewer than
+    ``least`` flights."""
+    rises = [f for f in flights(data.poses, data.actions) if len(f) >= 3]
+    if len(rises) < least:
+        return None
+    n = np.concatenate([np.arange(len(f)) for f in rises])
+    A = np.stack([np.ones_like(n, dtype=np.float64), -n.astype(np.float64)], 1)
+    (rise, fall), *_ = np.linalg.lstsq(A, np.concatenate(rises), rcond=None)
+    return (float(rise), float(fall)) if rise > 0 and fall > 0 else None
+
+
 @torch.no_grad()
 def rollout_states(model: CameraMotion, data: MotionEpisodes,
-                   from_poses: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   from_poses: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The states before each row, playing every episode's rows from its start: up (N, T + 1, 3),
-    prev (N, T + 1, 6), height (N, T + 1); index t is the state row t is played from (index T:
-    after the last)."""
+    prev (N, T + 1, 6), height (N, T + 1), air (N, T + 1); index t is the state row t is played
+    from (index T: after the last)."""
     state = data.start_state(model, from_poses)
-    ups, prevs, heights = [state.up, state.up], [state.prev, state.prev], [state.height, state.height]
+    states = [[state.up] * 2, [state.prev] * 2, [state.height] * 2, [state.air] * 2]
     for t in range(1, data.actions.shape[1]):                          # row 0 is not played
         _, state = model.step(data.actions[:, t], state)
-        ups.append(state.up)
-        prevs.append(state.prev)
-        heights.append(state.height)
-    return torch.stack(ups, 1), torch.stack(prevs, 1), torch.stack(heights, 1)
+        for part, value in zip(states, (state.up, state.prev, state.height, state.air)):
+            part.append(value)
+    return tuple(torch.stack(part, 1) for part in states)
 
 
 def idle_frames_hold_still(data: MotionEpisodes, degrees: float = 0.05, metres: float = 1e-3) -> bool:

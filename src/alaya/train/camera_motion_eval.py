@@ -61,7 +61,7 @@ def _translation_scale(model: CameraMotion, data: MotionEpisodes) -> float:
 def _play(model: CameraMotion, data: MotionEpisodes) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, T, 4, 4) deltas of each episode's rows played freely from its first recorded pose, and
     the mask (N, T) of real frames t >= 1."""
-    ups, prevs, heights = rollout_states(model, data, from_poses=True)
+    ups, prevs, heights, _ = rollout_states(model, data, from_poses=True)
     N, T = data.actions.shape[:2]
     tw = model.twist(data.actions.reshape(-1, 8), ups[:, :T].reshape(-1, 3), prevs[:, :T].reshape(-1, 6),
                      heights[:, :T].reshape(-1))

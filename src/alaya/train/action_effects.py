@@ -1,0 +1,164 @@
+"""``alaya train effects``: fit ``ActionEffects`` (what each one-shot action draws over the view)
+from recorded episodes, with no counterfactual frames.
+
+Per pixel the model is ``y = (1 - alpha) x + colour``: a frame ``y`` seen n frames after a press
+is the background ``x`` (what the view would show without the action) partly covered. The
+recordings never show x and y of the same moment, but they show many frames of each kind, and
+over them (background frames: no press of a fitted action within ``frames`` rows before)
+
+    var(y) = (1 - alpha)^2 var(x)    and    mean(y) = (1 - alpha) mean(x) + colour,
+
+so alpha = 1 - sqrt(var(y) / var(x)) and colour = mean(y) - (1 - alpha) mean(x), pixel by pixel
+(the variances summed over the colour channels). This holds when presses come at moments like
+any other, as in recordings of players pressing keys as they play; an effect whose own look
+varies (the blade lit by each style's light) comes out a little more transparent than it is.
+Statistics are pooled over ``smooth`` x ``smooth`` neighbourhoods, and a pixel keeps a layer only
+where it differs from the background by more than ``z`` standard errors (in opacity or mean
+colour): with ~400 frames per action and frame since the press, chance alone moves an opacity by
+~0.035 and a mean colour by ~1/20 of the background's spread.
+
+Jump is not fitted: what it does is the camera's (``alaya.models.camera_motion``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from alaya.data.actions import ACTION_COLUMNS
+from alaya.data.episodes import EpisodeDataset
+from alaya.models.action_effects import ActionEffects, ActionEffectsConfig
+
+EFFECT_ACTIONS = ("attack", "spell", "summon")      # one-shot actions that draw on the view
+
+
+@dataclass
+class EffectsFitConfig:
+    data: str = ""
+    split: str = "train"                 # "" or a split the data lacks: every episode
+    frames: int = 8                      # frames from the press with a layer
+    min_presses: int = 20                # an action pressed fewer times in the data gets no layer
+    smooth: int = 3                      # statistics pooled over smooth x smooth pixels (odd)
+    z: float = 4.0                       # standard errors a pixel must differ by to keep a layer
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.frames < 1 or self.min_presses < 1:
+            raise ValueError(f"EffectsFitConfig: frames and min_presses must be >= 1, got "
+                             f"{self.frames}, {self.min_presses}")
+        if self.smooth < 1 or self.smooth % 2 == 0:
+            raise ValueError(f"EffectsFitConfig.smooth must be an odd number >= 1, got {self.smooth}")
+        if not self.z > 0:
+            raise ValueError(f"EffectsFitConfig.z must be > 0, got {self.z}")
+
+
+class _Moments:
+    """Per-pixel count, sum and sum of squares of frames (3, S, S), float64."""
+
+    def __init__(self, size: int) -> None:
+        self.n = 0
+        self.sum = torch.zeros(3, size, size, dtype=torch.float64)
+        self.sq = torch.zeros(3, size, size, dtype=torch.float64)
+
+    def add(self, frames: torch.Tensor) -> None:          # (N, 3, S, S) float64 in [0, 1]
+        self.n += len(frames)
+        self.sum += frames.sum(0)
+        self.sq += (frames * frames).sum(0)
+
+    def pooled(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean, variance) per channel, over k x k neighbourhoods as well as over frames."""
+        n = max(self.n, 1)
+        mean, sq = self.sum / n, self.sq / n
+        if k > 1:
+            mean, sq = (F.avg_pool2d(v[None], k, 1, k // 2, count_include_pad=False)[0] for v in (mean, sq))
+        return mean, (sq - mean * mean).clamp_min(0)
+
+
+def presses(actions: np.ndarray, columns: list[int]) -> np.ndarray:
+    """(T,) index into ``columns`` of the fitted action pressed on each row, -1 for none (row 0,
+    which is never played, included as none)."""
+    hit = np.full(len(actions), -1)
+    for j, col in enumerate(columns):
+        hit[actions[:, col] != 0] = j
+    hit[0] = -1
+    return hit
+
+
+def frames_since(hit: np.ndarray, n_actions: int, frames: int) -> np.ndarray:
+    """(T,) per frame: -1 for a background frame (no fitted press within ``frames`` rows up to
+    it), else the layer index action * frames + n of the latest press, n frames before."""
+    out = np.full(len(hit), -1)
+    last = None
+    for t, j in enumerate(hit):
+        if j >= 0:
+            last = (j, t)
+        if last is not None and t - last[1] < frames:
+            out[t] = last[0] * frames + (t - last[1])
+        elif last is not None and t - last[1] == frames:
+            last = None
+    return out
+
+
+def fit_action_effects(cfg: EffectsFitConfig) -> tuple[ActionEffects, dict]:
+    """The layers fitted from ``cfg.data`` and a report (presses per action, each layer's share of
+    the view with an opacity above 0.1, and the frames used)."""
+    ds = EpisodeDataset(cfg.data)
+    ids = ds.ids(cfg.split) if cfg.split and ds.ids(cfg.split) else ds.ids()
+    if not ids:
+        raise ValueError(f"{cfg.data}: no episodes")
+    counts = dict.fromkeys(EFFECT_ACTIONS, 0)
+    for eid in ids:
+        a = ds.load(eid)["actions"]
+        for name in EFFECT_ACTIONS:
+            counts[name] += int((a[1:, ACTION_COLUMNS.index(name)] != 0).sum())
+    fitted = tuple(a for a in EFFECT_ACTIONS if counts[a] >= cfg.min_presses)
+    if not fitted:
+        raise ValueError(f"{cfg.data}: no one-shot action of {', '.join(EFFECT_ACTIONS)} is pressed "
+                         f"{cfg.min_presses} times or more (presses: {counts}); nothing to fit")
+    columns = [ACTION_COLUMNS.index(a) for a in fitted]
+    size = None
+    background: _Moments | None = None
+    layers: list[_Moments] = []
+    for eid in tqdm(ids, desc="fit effects", disable=not cfg.progress, dynamic_ncols=True, unit="episode"):
+        ep = ds.load(eid)
+        rgb = ep["rgb"]                                     # (styles, T, S, S, 3) uint8
+        if rgb.shape[2] != rgb.shape[3]:
+            raise ValueError(f"{eid}: 'rgb' frames must be square, got {rgb.shape[2]}x{rgb.shape[3]}")
+        if size is None:
+            size = rgb.shape[2]
+            background = _Moments(size)
+            layers = [_Moments(size) for _ in range(len(fitted) * cfg.frames)]
+        elif rgb.shape[2] != size:
+            raise ValueError(f"{eid}: 'rgb' is {rgb.shape[2]}x{rgb.shape[2]}, earlier episodes {size}x{size}")
+        since = frames_since(presses(ep["actions"], columns), len(fitted), cfg.frames)
+        frames = torch.from_numpy(rgb).permute(0, 1, 4, 2, 3).double() / 255    # (styles, T, 3, S, S)
+        background.add(frames[:, since == -1].flatten(0, 1))
+        for k in np.unique(since[since >= 0]):
+            layers[k].add(frames[:, since == k].flatten(0, 1))
+    mean_x, var_x = background.pooled(cfg.smooth)
+    alpha = torch.zeros(len(layers), 1, size, size)
+    colour = torch.zeros(len(layers), 3, size, size)
+    for k, m in enumerate(layers):
+        if m.n < 2:
+            continue
+        mean_y, var_y = m.pooled(cfg.smooth)
+        a = (1 - (var_y.sum(0) / var_x.sum(0).clamp_min(1e-8)).sqrt()).clamp(0, 1)
+        shift = ((mean_y - mean_x).abs() / (var_x / m.n).sqrt().clamp_min(1e-6)).amax(0)
+        keep = ((a / math.sqrt(1 / (2 * m.n)) > cfg.z) | (shift > cfg.z)).double()
+        keep = F.avg_pool2d(keep[None, None], 3, 1, 1, count_include_pad=False)[0, 0]   # soft edges
+        alpha[k, 0] = (a * keep).float()
+        colour[k] = ((mean_y - (1 - a) * mean_x) * keep).float()
+    A, T = len(fitted), cfg.frames
+    effects = ActionEffects(ActionEffectsConfig(actions=fitted, frames=T, size=size))
+    effects.set_layers(alpha.reshape(A, T, 1, size, size), colour.reshape(A, T, 3, size, size))
+    report = {"presses": {a: counts[a] for a in EFFECT_ACTIONS}, "fitted": list(fitted),
+              "background_frames": background.n,
+              "layer_frames": {a: [layers[i * T + n].n for n in range(T)] for i, a in enumerate(fitted)},
+              "covered": {a: [round(float((effects.alpha[i, n] > 0.1).float().mean()), 4) for n in range(T)]
+                          for i, a in enumerate(fitted)}}
+    return effects, report
