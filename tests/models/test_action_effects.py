@@ -65,10 +65,31 @@ def test_frames_since_the_latest_press():
     assert frames_since(hit, 2, 3).tolist() == [-1, -1, 3, 4, 0, 1, 2, -1, -1, -1, -1, -1]
 
 
-def _recorded(tmp_path, episodes: int = 6, frames: int = 120, seed: int = 0):
+def test_a_pitch_anchored_layer_moves_with_the_pitch():
+    fx = ActionEffects(ActionEffectsConfig(actions=("attack",), frames=1, size=SIZE, pitch_anchored=(True,),
+                                           focal=20.0))
+    alpha, colour = torch.zeros_like(fx.alpha), torch.zeros_like(fx.colour)
+    alpha[0, 0, :, 14:18, :] = 1.0
+    colour[0, 0, :, 14:18, :] = 1.0
+    fx.set_layers(alpha, colour)
+    grey = np.zeros((SIZE, SIZE, 3), np.uint8)
+    rows = lambda img: np.flatnonzero(img[:, 0, 0] == 255).tolist()            # noqa: E731
+    assert rows(fx.composite(grey, {"attack": 0})) == [14, 15, 16, 17]
+    down = round(20.0 * np.tan(np.radians(10.0)))                              # looking up 10 degrees: 4 rows
+    assert rows(fx.composite(grey, {"attack": 0}, pitch_degrees=10.0)) == [14 + down + i for i in range(4)]
+    assert rows(fx.composite(grey, {"attack": 0}, pitch_degrees=-10.0)) == [14 - down + i for i in range(4)]
+    assert rows(fx.composite(np.zeros((16, 16, 3), np.uint8), {"attack": 0}, 10.0)) == [7 + down // 2 + i for i in range(2)]
+    with pytest.raises(ValueError, match="pitch_anchored"):
+        ActionEffectsConfig(actions=("attack", "spell"), pitch_anchored=(True,), focal=20.0)
+
+
+def _recorded(tmp_path, episodes: int = 6, frames: int = 120, seed: int = 0, posed: bool = False):
     """Episodes of random textured views, with an opaque green square in the top-left corner of the
-    frame of each spell press and a 50% white square at the bottom right the frame after."""
+    frame of each spell press and a 50% white square at the bottom right the frame after. ``posed``:
+    the episodes have cameras pitched at random, an attack draws a red bar (4 rows) that sinks
+    ``focal * tan(pitch)`` rows as the view looks up, and a spell's square stays on the screen."""
     from alaya.data.episodes import EpisodesMeta, write_episode, write_meta
+    from alaya.models.view_warp import camera_rotation
     rng = np.random.default_rng(seed)
     meta = EpisodesMeta.new(resolution=(SIZE, SIZE), fps=16.0, source="test", styles={"day": ["a day"]})
     (tmp_path / "episodes").mkdir(parents=True)
@@ -77,14 +98,25 @@ def _recorded(tmp_path, episodes: int = 6, frames: int = 120, seed: int = 0):
         rgb = (rgb + np.roll(rgb, 1, 2) + np.roll(rgb, 1, 3)) / 3       # a little spatial correlation
         actions = np.zeros((frames, 8), np.float32)
         spell = ACTION_COLUMNS.index("spell")
+        pitch = rng.uniform(-20, 20, frames)
         for t in rng.choice(np.arange(1, frames - 2), frames // 8, replace=False):
             if actions[t - 1:t + 2].any():
+                continue
+            if posed and rng.random() < 0.5:
+                actions[t, ACTION_COLUMNS.index("attack")] = 1
+                row = 16 + round(16.0 * np.tan(np.radians(pitch[t])))
+                rgb[0, t, row - 2:row + 2, 4:28] = (255, 0, 0)
                 continue
             actions[t, spell] = 1
             rgb[0, t, 4:12, 4:12] = (0, 255, 0)
             rgb[0, t + 1, 20:28, 20:28] = 0.5 * rgb[0, t + 1, 20:28, 20:28] + 127.5
-        write_episode(tmp_path / "episodes" / f"e{j}.npz",
-                      {"rgb": rgb.round().astype(np.uint8), "styles": np.array(["day"]), "actions": actions})
+        ep = {"rgb": rgb.round().astype(np.uint8), "styles": np.array(["day"]), "actions": actions}
+        if posed:
+            cv = camera_rotation(torch.zeros(frames), torch.deg2rad(torch.from_numpy(pitch).float()))
+            views = np.tile(np.eye(4, dtype=np.float32), (frames, 1, 1))
+            views[:, :3, :3] = np.diag([1.0, -1.0, -1.0]) @ cv.numpy()           # OpenCV -> OpenGL axes
+            ep.update(world_to_camera=views, K=np.array([[16, 0, 16], [0, 16, 16], [0, 0, 1]], np.float32))
+        write_episode(tmp_path / "episodes" / f"e{j}.npz", ep)
         meta.episodes[f"e{j}"] = {"split": "train", "frames": frames, "seed": None}
     write_meta(tmp_path, meta)
     return tmp_path
@@ -123,3 +155,18 @@ def test_alaya_train_effects_writes_a_layer_a_session_loads(tmp_path, capsys):
     assert load_action_effects(tmp_path) is None                  # a folder without one: none
     assert main(["train", "effects", "--data", str(data), "--run-dir", str(tmp_path / "run2")]) == 2
     assert "--out is required" in capsys.readouterr().err
+
+
+def test_an_effect_placed_by_the_heading_is_fitted_for_a_level_view(tmp_path):
+    from alaya.train.action_effects import EffectsFitConfig, fit_action_effects
+    data = _recorded(tmp_path, episodes=8, posed=True)
+    fx, report = fit_action_effects(EffectsFitConfig(data=str(data), frames=2, min_presses=5, progress=False))
+    assert report["fitted"] == ["attack", "spell"] and report["pitch_anchored"] == ["attack"]
+    assert fx.config.pitch_anchored == (True, False) and fx.config.focal == pytest.approx(16.0)
+    bar = fx.alpha[0, 0, 0]
+    assert bar[15:17, 8:24].min() > 0.8 and float(bar[:12].max()) < 0.05 and float(bar[21:].max()) < 0.05
+    assert report["opacity"]["level"]["attack"] > 2 * report["opacity"]["screen"]["attack"]
+    assert fx.alpha[1, 0, 0, 6:10, 6:10].min() > 0.8                          # the spell stays on the screen
+    shown = fx.composite(np.full((SIZE, SIZE, 3), 90, np.uint8), {"attack": 0}, pitch_degrees=20.0)
+    row = 16 + round(16.0 * np.tan(np.radians(20.0)))
+    assert shown[row - 1:row + 1, 8:24, 0].min() > 200 and shown[:row - 4, :, 0].max() < 120

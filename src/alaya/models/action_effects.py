@@ -11,6 +11,11 @@ action and frame since its press, an opacity and a premultiplied colour at the d
 
     shown = (1 - alpha) * frame + colour
 
+An effect that follows the view (the orb flies along it) is fixed on the screen; one placed by the
+player's heading alone (the blade sweeps level, whatever the pitch) moves up and down the screen
+with the pitch. Its layer (``pitch_anchored``) is held for a level view and shifted by
+``focal * tan(pitch)`` rows to the camera's pitch (``focal``: pixels at the layer's size).
+
 fitted from the recordings' own statistics (``alaya.train.action_effects``: no counterfactual
 frames needed, so any recording with the action's column trains it). A ``WorldSession`` with an
 ``action_effects/`` folder beside its weights composites it over the frame it shows; its memory
@@ -23,6 +28,7 @@ body, which stays in the game's world, fades from the layer after ``frames`` fra
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +47,9 @@ class ActionEffectsConfig:
     actions: tuple[str, ...] = ("attack", "spell", "summon")    # one-shot columns with a layer
     frames: int = 8                        # frames from the press (the press's own frame is 0)
     size: int = 128                        # the layer's frame size (H == W); other sizes are resampled
+    pitch_anchored: tuple[bool, ...] = ()  # per action: placed by the heading, shifted with the pitch
+                                           # (empty: none is; the layer is fixed on the screen)
+    focal: float = 0.0                     # the camera's focal length in pixels at ``size`` (for the shift)
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.actions if a not in ONE_SHOT]
@@ -49,6 +58,23 @@ class ActionEffectsConfig:
                              f"{', '.join(ONE_SHOT)}, got {self.actions!r}")
         if self.frames < 1 or self.size < 1:
             raise ValueError(f"ActionEffectsConfig: frames and size must be >= 1, got {self.frames}, {self.size}")
+        if self.pitch_anchored and (len(self.pitch_anchored) != len(self.actions) or not self.focal > 0):
+            raise ValueError(f"ActionEffectsConfig.pitch_anchored: one flag per action ({len(self.actions)}) and "
+                             f"a focal length > 0, got {self.pitch_anchored!r} and {self.focal!r}")
+
+
+def shift_rows(image: torch.Tensor, rows: int) -> torch.Tensor:
+    """(..., H, W) moved ``rows`` down (up if negative), zeros where nothing moved in."""
+    if rows == 0:
+        return image
+    out = torch.zeros_like(image)
+    H = image.shape[-2]
+    if abs(rows) < H:
+        if rows > 0:
+            out[..., rows:, :] = image[..., :H - rows, :]
+        else:
+            out[..., :H + rows, :] = image[..., -rows:, :]
+    return out
 
 
 class ActionEffects(nn.Module):
@@ -85,18 +111,29 @@ class ActionEffects(nn.Module):
             self._resized[size] = both[:, :, :1], both[:, :, 1:]
         return self._resized[size]
 
-    def composite(self, frame: np.ndarray, since: dict[str, int]) -> np.ndarray:
+    def rows_at(self, pitch_degrees: float, size: int) -> int:
+        """How many rows a pitch-anchored layer moves down the screen at this camera pitch (up
+        positive) in a frame of ``size`` rows: what the heading places sinks as the view looks up."""
+        return round(self.config.focal * size / self.config.size * math.tan(math.radians(pitch_degrees)))
+
+    def composite(self, frame: np.ndarray, since: dict[str, int], pitch_degrees: float = 0.0) -> np.ndarray:
         """``frame`` (uint8 (H, H, 3)) with the layer of each action pressed ``since[action]``
-        frames ago (0: this frame) drawn over it, the oldest press first; actions without a
-        layer, or pressed ``frames`` or more frames ago, draw nothing."""
-        live = [(n, a) for a, n in since.items() if a in self.config.actions and 0 <= n < self.config.frames]
+        frames ago (0: this frame) drawn over it, the oldest press first, a pitch-anchored layer
+        at the camera's ``pitch_degrees``; actions without a layer, or pressed ``frames`` or more
+        frames ago, draw nothing."""
+        c = self.config
+        live = [(n, a) for a, n in since.items() if a in c.actions and 0 <= n < c.frames]
         if not live:
             return frame
         alpha, colour = self._layers(frame.shape[0])
         x = torch.from_numpy(frame).permute(2, 0, 1).float() / 255
         for n, a in sorted(live, reverse=True):
-            k = self.config.actions.index(a)
-            x = (1 - alpha[k, n]) * x + colour[k, n]
+            k = c.actions.index(a)
+            a_k, c_k = alpha[k, n], colour[k, n]
+            if c.pitch_anchored and c.pitch_anchored[k]:
+                a_k, c_k = shift_rows(a_k, self.rows_at(pitch_degrees, frame.shape[0])), \
+                    shift_rows(c_k, self.rows_at(pitch_degrees, frame.shape[0]))
+            x = (1 - a_k) * x + c_k
         return (x.clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 
     def save_pretrained(self, folder, **metadata) -> None:

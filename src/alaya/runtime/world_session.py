@@ -328,7 +328,7 @@ class WorldSession:
         since = {a: n + 1 for a, n in self._effects_since.items() if n + 1 < fx.frames}
         since.update({a: 0 for a in fx.actions if row[ACTION_COLUMNS.index(a)] != 0})
         self._effects_since = since
-        return self.action_effects.composite(frame, since)
+        return self.action_effects.composite(frame, since, self.pitch)
 
 
 def codecs_for(model: WorldModel, autoencoder=None, decoder=None):
