@@ -87,19 +87,19 @@ def train_motion_from_args(a: argparse.Namespace, train):
 def train_effects_from_args(a: argparse.Namespace, train):
     """``alaya train effects``: what each one-shot action draws over the view
     (``alaya.train.action_effects``), fitted from the episodes' frames; the report goes to the
-    run folder and the layer beside a world model's weights (``<weights>/action_effects``)."""
+    run folder and the layer beside a world model's weights (``--out``, default
+    ``weights/world_model/action_effects``)."""
     import json
     from pathlib import Path
 
     from alaya.io import atomic_write_text
     from alaya.train.action_effects import EffectsFitConfig, fit_action_effects
-    if not a.out:
-        raise ValueError("--out is required (e.g. weights/world_model/action_effects)")
+    out = a.out or "weights/world_model/action_effects"
     effects, report = fit_action_effects(EffectsFitConfig(data=a.data, frames=a.frames,
                                                           progress=train.progress))
     Path(a.run_dir).mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(a.run_dir) / "report.json", json.dumps(report, indent=2))
-    effects.save_pretrained(a.out, trained={"data": str(a.data), **report})
+    effects.save_pretrained(out, trained={"data": str(a.data), **report})
     print(f"presses {report['presses']}; layers for {', '.join(report['fitted'])}")
     return effects
 

@@ -153,8 +153,11 @@ def test_alaya_train_effects_writes_a_layer_a_session_loads(tmp_path, capsys):
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["fitted"] == ["spell"] and report["covered"]["spell"][0] > 0
     assert load_action_effects(tmp_path) is None                  # a folder without one: none
-    assert main(["train", "effects", "--data", str(data), "--run-dir", str(tmp_path / "run2")]) == 2
-    assert "--out is required" in capsys.readouterr().err
+    empty = tmp_path / "still"                                     # a recording without presses
+    _recorded(empty, episodes=1, frames=4)
+    assert main(["train", "effects", "--data", str(empty), "--run-dir", str(tmp_path / "run2"),
+                 "--out", str(tmp_path / "none")]) == 2
+    assert "no one-shot action" in capsys.readouterr().err and not (tmp_path / "none").exists()
 
 
 def test_an_effect_placed_by_the_heading_is_fitted_for_a_level_view(tmp_path):
