@@ -80,9 +80,12 @@ class CameraMotionConfig:
     pitch_held: bool = False            # a row without pitch input keeps the camera's pitch: set by training
                                         # when no recorded frame without it pitches (a learned turn otherwise
                                         # tips the view 0.3 degrees a half-turn)
-    stop_steps: float = 3.0             # a world model's camera stops this many of its own steady full
+    stop_steps: float = 4.0             # a world model's camera stops this many of its own steady full
                                         # forward steps short of a surface ahead (stop_at_surfaces); the
-                                        # unit is the motion's own, so frames-only data needs no metres
+                                        # unit is the motion's own, so frames-only data needs no metres.
+                                        # At 3 (0.3 m in our game) a remembered wall's splats, magnified,
+                                        # broke up, the frames lost the wall and the camera walked through
+                                        # it (docs/world.md, thirteenth section)
     height_input: bool = True           # the network sees the camera's height above its start, so it
                                         # can learn to come back to the floor (trained on rollouts with a
                                         # height-correcting target: walking otherwise drifts ~2 m in 300 frames)
