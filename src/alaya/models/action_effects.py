@@ -131,8 +131,8 @@ class ActionEffects(nn.Module):
             k = c.actions.index(a)
             a_k, c_k = alpha[k, n], colour[k, n]
             if c.pitch_anchored and c.pitch_anchored[k]:
-                a_k, c_k = shift_rows(a_k, self.rows_at(pitch_degrees, frame.shape[0])), \
-                    shift_rows(c_k, self.rows_at(pitch_degrees, frame.shape[0]))
+                rows = self.rows_at(pitch_degrees, frame.shape[0])
+                a_k, c_k = shift_rows(a_k, rows), shift_rows(c_k, rows)
             x = (1 - a_k) * x + c_k
         return (x.clamp(0, 1).permute(1, 2, 0) * 255).round().to(torch.uint8).numpy()
 

@@ -111,8 +111,6 @@ def frames_since(hit: np.ndarray, n_actions: int, frames: int) -> np.ndarray:
             last = (j, t)
         if last is not None and t - last[1] < frames:
             out[t] = last[0] * frames + (t - last[1])
-        elif last is not None and t - last[1] == frames:
-            last = None
     return out
 
 
