@@ -33,7 +33,7 @@ class Front(NamedTuple):
     band: torch.Tensor       # (C,) bool: the candidate is on the front surface
 
 
-CORNERS = torch.tensor([[0, 0], [1, 0], [0, 1], [1, 1]])     # the 2x2 pixels around a sub-pixel point
+CORNERS = torch.tensor([[0., 0.], [1., 0.], [0., 1.], [1., 1.]])     # the 2x2 pixels around a sub-pixel point
 
 
 def splat_candidates(xyz: torch.Tensor, tangents: torch.Tensor, c, K: torch.Tensor, w2c: torch.Tensor,
@@ -72,29 +72,35 @@ def splat_candidates(xyz: torch.Tensor, tangents: torch.Tensor, c, K: torch.Tens
     found: list[list[torch.Tensor]] = [[] for _ in range(5)]         # pixel, point, ex, ey, covers
 
     def take(sel: torch.Tensor, qx: torch.Tensor, qy: torch.Tensor, own: torch.Tensor | bool) -> None:
-        """Keep the pixels (qx, qy) (n, R) that the points ``sel`` (n,) cover or reach."""
+        """Keep the pixels (qx, qy) (n, R) (whole numbers as floats) that the points ``sel`` (n,) cover or reach."""
         at = lambda x: x.index_select(0, sel)[:, None]                  # noqa: E731
-        ex, ey = (qx + 0.5 - at(u)).abs(), (qy + 0.5 - at(v)).abs()
-        covers = ((ex <= at(hx)) & (ey <= at(hy))) | own
-        keep = (qx >= 0) & (qx < W) & (qy >= 0) & (qy < H) & (covers | ((ex < at(rx)) & (ey < at(ry))))
+        ex, ey = (qx - at(u)).add_(0.5).abs_(), (qy - at(v)).add_(0.5).abs_()
+        covers = (ex <= at(hx)) & (ey <= at(hy))
+        if own is not False:
+            covers = covers | own
+        keep = (covers | ((ex < at(rx)) & (ey < at(ry)))).logical_and_(qx >= 0).logical_and_(qx < W)
+        keep = keep.logical_and_(qy >= 0).logical_and_(qy < H)
         flat = keep.view(-1).nonzero().squeeze(1)                       # one nonzero, then takes
-        for out, x in zip(found, (qy * W + qx, sel.index_select(0, flat // qx.shape[1]), ex, ey, covers)):
-            out.append(x if x.ndim == 1 else x.reshape(-1).index_select(0, flat))
+        n = qx.shape[1]
+        found[0].append((qy.reshape(-1).index_select(0, flat) * W + qx.reshape(-1).index_select(0, flat)).long())
+        found[1].append(sel.index_select(0, flat // n))
+        for out, x in zip(found[2:], (ex, ey, covers)):
+            out.append(x.reshape(-1).index_select(0, flat))
 
     # most points reach no farther than a pixel: the 2x2 pixels around them (their own one of them)
     is_small = reach <= 1
     small = is_small.nonzero().squeeze(1)
     us, vs = u.index_select(0, small), v.index_select(0, small)
-    qx = (us - 0.5).floor().long()[:, None] + CORNERS[:, 0]
-    qy = (vs - 0.5).floor().long()[:, None] + CORNERS[:, 1]
-    take(small, qx, qy, (qx == us.floor().long()[:, None]) & (qy == vs.floor().long()[:, None]))
+    qx = (us - 0.5).floor()[:, None] + CORNERS[:, 0]
+    qy = (vs - 0.5).floor()[:, None] + CORNERS[:, 1]
+    take(small, qx, qy, (qx == us.floor()[:, None]) & (qy == vs.floor()[:, None]))
     # the others: square rings of Chebyshev radius k around their own pixel
     large = (~is_small).nonzero().squeeze(1)
     reach_large = reach.index_select(0, large)
-    px, py = u.index_select(0, large).floor().long(), v.index_select(0, large).floor().long()
+    px, py = u.index_select(0, large).floor(), v.index_select(0, large).floor()
     for k in range(int(reach_large.max().ceil().item()) + 1 if len(large) else 0):
         sel = (reach_large > k - 0.5).nonzero().squeeze(1)
-        o = pixel_ring(k)                                                # (R, 2)
+        o = pixel_ring(k).float()                                              # (R, 2)
         take(large.index_select(0, sel), px.index_select(0, sel)[:, None] + o[:, 0],
              py.index_select(0, sel)[:, None] + o[:, 1], k == 0)
     pix, at, ex, ey, covers = (torch.cat(x) for x in found)
