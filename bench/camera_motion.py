@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 def miniworld_view(pos: np.ndarray, direction: float, height: float) -> np.ndarray:
     """(4, 4) GL world_to_camera of a MiniWorld agent (x, y up, z; heading ``direction``, left +)
     in a z-up world (x, -z, y)."""
-    from alaya.models.camera_motion import GL_TO_CV
+    from alaya.models.camera_geometry import GL_TO_CV
     from alaya.models.view_warp import camera_rotation
     R = GL_TO_CV @ camera_rotation(torch.tensor([direction]), torch.zeros(1))[0].double().float()
     c = torch.tensor([pos[0], -pos[2], height], dtype=torch.float32)

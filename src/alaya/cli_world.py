@@ -119,7 +119,7 @@ def _eval_world_live(a: argparse.Namespace) -> int:
 
     from alaya.data.actions import ACTION_COLUMNS
     from alaya.evaluation.live_reference import game_player, start_scenes
-    from alaya.runtime.world_session import shipped_size
+    from alaya.runtime.world_folder import shipped_size
     from alaya.evaluation.live_report import write_live_report
     from alaya.evaluation.live_scripts import data_action_columns
     from alaya.evaluation.world_live import LiveConfig, evaluate_live, public_json
@@ -170,8 +170,8 @@ def _eval_world(a: argparse.Namespace) -> int:
     from alaya.data.episodes import EpisodeDataset
     from alaya.evaluation.world_eval import WorldEvalConfig, evaluate_world, load_idm, public_json
     from alaya.evaluation.world_report import write_world_report
+    from alaya.runtime.world_folder import shipped_size
     from alaya.runtime.world_session import WorldSessionFactory
-    from alaya.runtime.world_session import shipped_size
     a.size = a.size or shipped_size(a.weights)
     from alaya.evaluation.other_data import data_action_ranges, idm_mismatch
     factory = WorldSessionFactory.from_pretrained(a.weights, size=a.size, backend=a.backend)

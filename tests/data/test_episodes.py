@@ -339,7 +339,7 @@ def test_every_episodes_json_problem_in_one_read(tmp_path: Path) -> None:
 
 def test_write_start_frames(tmp_path: Path) -> None:
     from alaya.data.start_frames import write_start_frames
-    from alaya.runtime.world_session import load_start_frames
+    from alaya.runtime.world_folder import load_start_frames
     rec = _recorder(tmp_path / "data")
     for seed in (1, 2, 3, 10):                        # seeds 2 and 10 are test episodes
         _record(rec, f"ep{seed:05d}", seed=seed)

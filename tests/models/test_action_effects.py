@@ -143,7 +143,7 @@ def test_alaya_train_effects_writes_a_layer_a_session_loads(tmp_path, capsys):
     import json
 
     from alaya.cli import main
-    from alaya.runtime.world_session import load_action_effects
+    from alaya.runtime.world_folder import load_action_effects
     data = _recorded(tmp_path / "data", episodes=4)
     weights = tmp_path / "world"
     assert main(["train", "effects", "--data", str(data), "--run-dir", str(tmp_path / "run"),

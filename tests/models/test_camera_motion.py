@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from alaya.data.actions import action_vector
-from alaya.models.camera_motion import (CameraMotion, CameraMotionConfig, axis_angle_to_matrix, constant_motion,
-                                        gl_to_cv, matrix_to_axis_angle, matrix_to_twist, pitch_of, relative_motion,
-                                        twist_to_matrix, up_from_pitch, up_in_camera)
+from alaya.models.camera_geometry import (axis_angle_to_matrix, gl_to_cv, matrix_to_axis_angle, matrix_to_twist,
+                                         pitch_of, relative_motion, twist_to_matrix, up_from_pitch, up_in_camera)
+from alaya.models.camera_motion import CameraMotion, CameraMotionConfig, constant_motion
 from alaya.models.view_warp import pinhole, warp_depth
 from alaya.train.camera_motion import reprojection_loss
 

@@ -29,7 +29,7 @@ class _TurnLeft(torch.nn.Module):
         return self.motion.initial_state(world_to_camera=world_to_camera)
 
     def step(self, row, state):
-        from alaya.models.camera_motion import twist_to_matrix, up_in_camera
+        from alaya.models.camera_geometry import twist_to_matrix, up_in_camera
         self.turns += 1
         up = up_in_camera(self.start[None])[0] if self.turns == 1 else state.up[0]
         twist = torch.cat([up * np.radians(5.0), torch.tensor([0.0, 0.0, -0.1])])[None]
@@ -68,7 +68,7 @@ class _WalkForward(_TurnLeft):
     """A stand-in learned camera that steps 0.1 m forward per row, whatever the row."""
 
     def step(self, row, state):
-        from alaya.models.camera_motion import twist_to_matrix
+        from alaya.models.camera_geometry import twist_to_matrix
         return twist_to_matrix(torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.1]]))[0], state
 
 
@@ -91,7 +91,7 @@ def test_the_learned_camera_walks_up_to_a_wall_and_not_through_it():
 def test_stop_at_surfaces_shortens_only_a_walk_into_what_the_view_shows():
     from alaya.models.camera_constraints import stop_at_surfaces
     from alaya.models.camera_constraints import camera_centre
-    from alaya.models.camera_motion import twist_to_matrix
+    from alaya.models.camera_geometry import twist_to_matrix
     from alaya.models.view_warp import pinhole
     K, view = pinhole(32, 60.0), kinematic_view(torch.zeros(1, 3), 0.0, 1.4)
     wall = torch.full((32, 32), 1.0)

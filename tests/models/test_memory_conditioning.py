@@ -290,7 +290,7 @@ def test_the_sky_can_go_in_as_a_far_backdrop():
 def test_start_frames_ship_their_recorded_depth(episodes, tmp_path):
     from alaya.data.episodes import EpisodeDataset
     from alaya.data.start_frames import write_start_frames
-    from alaya.runtime.world_session import load_start_depths, load_start_frames
+    from alaya.runtime.world_folder import load_start_depths, load_start_frames
     paths = write_start_frames(episodes, tmp_path, count=2, split="train")
     frames, depths = load_start_frames(tmp_path, 32), load_start_depths(tmp_path, 32)
     assert len(frames) == len(depths) == 2 and all(d is not None and d.dtype == np.float32 for d in depths)
@@ -308,7 +308,7 @@ def test_start_frames_ship_their_recorded_depth(episodes, tmp_path):
 def test_start_frames_ship_their_camera_and_the_region_players_stood_in(episodes, tmp_path):
     from alaya.data.episodes import EpisodeDataset
     from alaya.data.start_frames import write_start_frames
-    from alaya.runtime.world_session import load_region, load_start_views
+    from alaya.runtime.world_folder import load_region, load_start_views
     paths = write_start_frames(episodes, tmp_path, count=2, split="train")
     ds = EpisodeDataset(episodes)
     views = load_start_views(tmp_path)

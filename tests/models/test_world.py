@@ -106,7 +106,7 @@ def test_training_runs_resumes_and_saves(episodes, tmp_path):
     assert loaded.config == TINY
     # start frames beside the weights: frame 0 of the held-out episodes, in the first style
     from alaya.data.episodes import EpisodeDataset
-    from alaya.runtime.world_session import load_start_frames
+    from alaya.runtime.world_folder import load_start_frames
     ds = EpisodeDataset(episodes)
     held_out = next(ds.ids(s) for s in ("test", "val", "train") if ds.ids(s))
     starts = load_start_frames(tmp_path / "out", size=32)

@@ -9,7 +9,8 @@ from alaya.codecs.tiny import TinyDecoder
 from alaya.data.actions import ActionError, action_vector
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.runtime.onnx_backend import ONNX_TOLERANCE
-from alaya.runtime.world_session import WorldSession, WorldSessionFactory, load_start_frames
+from alaya.runtime.world_folder import load_start_frames
+from alaya.runtime.world_session import WorldSession, WorldSessionFactory
 
 SIZE = 32
 

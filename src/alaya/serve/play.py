@@ -41,7 +41,7 @@ class PlayConfig:
     def __post_init__(self):
         if self.size is None:
             if self.world:
-                from alaya.runtime.world_session import shipped_size
+                from alaya.runtime.world_folder import shipped_size
                 self.size = shipped_size(self.world_weights)
             else:
                 self.size = 128
@@ -101,7 +101,8 @@ def build_app(cfg: PlayConfig):
 def _build_world_app(cfg: PlayConfig, web):
     from alaya.data.actions import ActionText
     from alaya.hardware import usable_cores
-    from alaya.runtime.world_session import WorldSessionFactory, load_start_depths, load_start_frames, load_start_views
+    from alaya.runtime.world_folder import load_start_depths, load_start_frames, load_start_views
+    from alaya.runtime.world_session import WorldSessionFactory
     from alaya.serve.world_web import create_world_app
 
     # a player alone steps on graphs with a thread per core; players side by side, one thread each

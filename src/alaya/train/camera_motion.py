@@ -37,7 +37,8 @@ from tqdm import tqdm
 
 from alaya.data.episodes import EpisodeDataset
 from alaya.io import atomic_write_text
-from alaya.models.camera_motion import CameraMotion, CameraMotionConfig, gl_to_cv, twist_to_matrix, up_in_camera
+from alaya.models.camera_geometry import gl_to_cv, twist_to_matrix, up_in_camera
+from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
 from alaya.models.view_warp import warp_depth
 from alaya.train.camera_motion_data import (MotionEpisodes, idle_frames_hold_still, pitch_needs_input,
                                             recorded_flight, rollout_states)

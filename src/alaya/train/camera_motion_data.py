@@ -15,8 +15,8 @@ import torch
 
 from alaya.data.episodes import EpisodeDataset
 from alaya.models.camera_constraints import camera_centre
-from alaya.models.camera_motion import (JUMP, NAV, PITCH, CameraMotion, MotionState, matrix_to_axis_angle,
-                                        matrix_to_twist, pitch_of, relative_motion, up_in_camera)
+from alaya.models.camera_geometry import matrix_to_axis_angle, matrix_to_twist, pitch_of, relative_motion, up_in_camera
+from alaya.models.camera_motion import JUMP, NAV, PITCH, CameraMotion, MotionState
 
 
 class MotionEpisodes:

@@ -14,8 +14,8 @@ import math
 import torch
 
 from alaya.models.camera_constraints import camera_centre
-from alaya.models.camera_motion import (CameraMotion, constant_motion, matrix_to_axis_angle, relative_motion,
-                                        twist_to_matrix, up_in_camera)
+from alaya.models.camera_geometry import matrix_to_axis_angle, relative_motion, twist_to_matrix, up_in_camera
+from alaya.models.camera_motion import CameraMotion, constant_motion
 from alaya.train.camera_motion_data import MotionEpisodes, rollout_states
 
 
