@@ -39,6 +39,16 @@ def test_a_start_outside_may_only_walk_back_towards_it():
     np.testing.assert_allclose(region.walk([3.0, 0.0], [3.1, 0.0]), [3.0, 0.0])      # away: stays
 
 
+def test_a_start_a_rounding_error_outside_the_edge_goes_on_sliding():
+    # a camera that slid onto the edge comes back from a float32 view matrix a hair outside it; it
+    # must slide on along the edge (it stuck there, and a live scene's camera parted from the game's)
+    region = _square()
+    start = [float(np.float32(1.3)), float(np.nextafter(np.float32(2.0), np.float32(3.0)) + 2e-6)]
+    assert not region.contains(start)
+    np.testing.assert_allclose(region.walk(start, [1.2, 2.1]), [1.2, 2.0])               # slides on
+    np.testing.assert_allclose(region.walk([1.3, 2.0 + 5e-3], [1.2, 2.1]), [1.3, 2.005])  # truly outside: stays
+
+
 def test_from_cameras_takes_the_camera_centres_not_their_translations():
     views = []
     for x, y in [(1, 1), (4, 1), (4, 3), (1, 3), (2, 2)]:

@@ -31,6 +31,7 @@ import numpy as np
 from alaya.io import atomic_path
 
 REGION_FILE = "region.json"
+EDGE_SLACK = 1e-3          # metres: a start this close outside the region is on its edge (``walk``)
 
 
 class FlatRegionError(ValueError):
@@ -131,12 +132,14 @@ class WalkableRegion:
         """Where a walk on the floor from ``start`` to ``end`` (x, y) ends inside the region: at
         ``end`` when it is inside, else at the region's point nearest to it (the walk slides along
         the edge it met). A start already outside (a start frame beyond every recording) may only
-        walk towards the region: a walk that would take it farther out stays where it is."""
+        walk towards the region: a walk that would take it farther out stays where it is. A start
+        within ``EDGE_SLACK`` of the region counts as on its edge: a camera that slid along the edge
+        is a rounding error outside it (a float32 view matrix), and must go on sliding."""
         start, end = np.asarray(start, np.float64)[:2], np.asarray(end, np.float64)[:2]
         if self.contains(end):
             return end.copy()
-        if not self.contains(start):
-            gap = lambda p: np.linalg.norm(self.nearest(p) - p)
+        gap = lambda p: float(np.linalg.norm(self.nearest(p) - p))     # noqa: E731
+        if gap(start) > EDGE_SLACK:
             return end.copy() if gap(end) < gap(start) else start.copy()
         return self.nearest(end)
 

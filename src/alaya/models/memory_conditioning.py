@@ -24,6 +24,7 @@ camera-motion model (``alaya.models.camera_motion``) replaces the fixed kinemati
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -151,14 +152,22 @@ def gate_target(memory_rgb: torch.Tensor, coverage: torch.Tensor, rgb: torch.Ten
     return ((coverage > 0.5) & close).float()
 
 
+@functools.lru_cache(maxsize=8)
+def _pixel_rays(K: tuple[float, ...], H: int, W: int) -> torch.Tensor:
+    """(3, H * W) the OpenGL camera ray through each pixel centre (depth 1 along the view axis) of
+    intrinsics ``K`` (its 9 values, row-major; cached: read only)."""
+    ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
+    inv = torch.linalg.inv(torch.tensor(K).reshape(3, 3))
+    return _GL @ inv @ torch.stack([xs.flatten(), ys.flatten(), torch.ones(H * W)])
+
+
 def floor_depth(K: torch.Tensor, world_to_camera: torch.Tensor, H: int, W: int, floor_z: float = 0.0) -> torch.Tensor:
     """(H, W) depth along the view axis of the floor (the world plane z = ``floor_z``) seen by the
     camera ``world_to_camera`` (4, 4, OpenGL) with intrinsics ``K`` (0 where the ray misses it
     within MAX_DEPTH): the floor-plus-far-background scene ``ground_warp`` assumes, exact where the
     floor shows and an upper bound where something stands on it. Any camera: the kinematic one
     (``kinematic_view`` stands at eye height over z = 0) or one a learned motion moved."""
-    ys, xs = torch.meshgrid(torch.arange(H) + 0.5, torch.arange(W) + 0.5, indexing="ij")
-    rays = _GL @ torch.linalg.inv(K.float()) @ torch.stack([xs.flatten(), ys.flatten(), torch.ones(H * W)])
+    rays = _pixel_rays(tuple(K.float().flatten().tolist()), H, W)
     view = world_to_camera.float()
     down = (view[:3, :3].T @ rays)[2]            # world z per unit of view depth
     height = float(camera_centre(view)[2]) - floor_z
