@@ -119,11 +119,11 @@ def _eval_world_live(a: argparse.Namespace) -> int:
 
     from alaya.data.actions import ACTION_COLUMNS
     from alaya.evaluation.live_reference import game_player, start_scenes
-    from alaya.runtime.world_folder import shipped_size
     from alaya.evaluation.live_report import write_live_report
     from alaya.evaluation.live_scripts import data_action_columns
     from alaya.evaluation.world_live import LiveConfig, evaluate_live, public_json
     from alaya.hardware import usable_cores
+    from alaya.runtime.world_folder import shipped_size
     from alaya.runtime.world_session import WorldSessionFactory
     torch.set_num_threads(1)              # as alaya play: the networks run in onnxruntime's own pool
     size = a.size or shipped_size(a.weights)
