@@ -139,6 +139,16 @@ def test_the_layer_is_fitted_from_recordings_without_counterfactual_frames(tmp_p
         fit_action_effects(EffectsFitConfig(data=str(tmp_path), min_presses=10_000, progress=False))
 
 
+def test_a_broken_episode_file_is_named(tmp_path):
+    from alaya.data.episodes import EpisodeDataset
+    from alaya.train.action_effects import EffectsFitConfig, fit_action_effects
+    data = _recorded(tmp_path, episodes=2)
+    broken = EpisodeDataset(data).path(EpisodeDataset(data).ids()[1])
+    broken.write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match=broken.name):
+        fit_action_effects(EffectsFitConfig(data=str(data), frames=3, min_presses=1, progress=False))
+
+
 def test_alaya_train_effects_writes_a_layer_a_session_loads(tmp_path, capsys):
     import json
 

@@ -30,6 +30,7 @@ Jump is not fitted: what it does is the camera's (``alaya.models.camera_motion``
 from __future__ import annotations
 
 import math
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,6 +142,19 @@ def _layers(background: _Moments, layers: list[_Moments], cfg: EffectsFitConfig)
     return alpha, colour
 
 
+def _presses_and_poses(ds: EpisodeDataset, eid: str) -> tuple[np.ndarray, bool]:
+    """An episode's action rows and whether it has poses, without reading its frames (the fit
+    reads, and checks, them after); a file that does not open so is loaded, for its clear error."""
+    try:
+        with np.load(ds.path(eid), allow_pickle=False) as ep:
+            if "actions" in ep.files:
+                return np.asarray(ep["actions"]), "world_to_camera" in ep.files and "K" in ep.files
+    except (OSError, ValueError, zipfile.BadZipFile):
+        pass
+    ep = ds.load(eid)
+    return ep["actions"], "world_to_camera" in ep and "K" in ep
+
+
 def fit_action_effects(cfg: EffectsFitConfig) -> tuple[ActionEffects, dict]:
     """The layers fitted from ``cfg.data`` and a report (presses per action, which are held for a
     level view, each layer's share of the view with an opacity above 0.1, and the frames used)."""
@@ -151,10 +165,10 @@ def fit_action_effects(cfg: EffectsFitConfig) -> tuple[ActionEffects, dict]:
     counts = dict.fromkeys(EFFECT_ACTIONS, 0)
     posed = True
     for eid in ids:
-        ep = ds.load(eid)
-        posed &= "world_to_camera" in ep and "K" in ep
+        actions, has_poses = _presses_and_poses(ds, eid)
+        posed &= has_poses
         for name in EFFECT_ACTIONS:
-            counts[name] += int((ep["actions"][1:, ACTION_COLUMNS.index(name)] != 0).sum())
+            counts[name] += int((actions[1:, ACTION_COLUMNS.index(name)] != 0).sum())
     fitted = tuple(a for a in EFFECT_ACTIONS if counts[a] >= cfg.min_presses)
     if not fitted:
         raise ValueError(f"{cfg.data}: no one-shot action of {', '.join(EFFECT_ACTIONS)} is pressed "
