@@ -121,6 +121,7 @@ def _eval_world_live(a: argparse.Namespace) -> int:
     from alaya.evaluation.live_reference import game_player, start_scenes
     from alaya.evaluation.live_report import write_live_report
     from alaya.evaluation.live_scripts import data_action_columns
+    from alaya.evaluation.live_seeds import over_seeds
     from alaya.evaluation.world_live import LiveConfig, evaluate_live, public_json
     from alaya.hardware import usable_cores
     from alaya.runtime.world_folder import shipped_size
@@ -134,14 +135,20 @@ def _eval_world_live(a: argparse.Namespace) -> int:
     scenes = start_scenes(a.weights, size, a.data, a.scenes, start_depth=not a.predict_start_depth)
     factory = WorldSessionFactory.from_pretrained(a.weights, size=size, backend=a.backend,
                                                   solo_threads=usable_cores())      # as alaya play
-    result = evaluate_live(lambda scene: factory.new(scene.prompt, a.seed), game_player(size), scenes, cfg,
-                           progress=True)
-    result["config"].update(weights=a.weights, size=size, backend=a.backend, data=a.data,
-                            start_depth="predicted" if a.predict_start_depth else "recorded",
-                            camera="learned" if factory.camera_motion is not None else "kinematic")
-    if a.report:
-        write_live_report(result, a.report)
-    out = public_json(result)
+    if a.seeds < 1:
+        raise SystemExit(f"--seeds must be >= 1, got {a.seeds}")
+    seeds, outs = list(range(a.seed, a.seed + a.seeds)), []
+    for seed in seeds:                    # each seed draws the play script and seeds the sessions' noise
+        cfg.seed = seed
+        result = evaluate_live(lambda scene, seed=seed: factory.new(scene.prompt, seed), game_player(size), scenes,
+                               cfg, progress=True)
+        result["config"].update(weights=a.weights, size=size, backend=a.backend, data=a.data,
+                                start_depth="predicted" if a.predict_start_depth else "recorded",
+                                camera="learned" if factory.camera_motion is not None else "kinematic")
+        if a.report and seed == seeds[0]:
+            write_live_report(result, a.report)
+        outs.append(public_json(result))
+    out = outs[0] if len(seeds) == 1 else over_seeds(outs, seeds)
     if a.json:
         print(json.dumps(out))
         return 0
@@ -150,6 +157,12 @@ def _eval_world_live(a: argparse.Namespace) -> int:
                         "still_psnr_mean", "still_psnr_static_min", "still_hf_ratio_max", "walk_back_return_psnr",
                         "psnr_mean", "fps", "action_ratio_min", "action_placement_min"),
                   width=30)
+    if len(seeds) > 1:
+        print(f"the worst of seeds {seeds[0]}-{seeds[-1]} above; per seed:")
+        for row in out["per_seed"]:
+            print(f"seed {row['seed']:3d} " + ", ".join(f"{k} {row[k]:.3f}" for k in ("sharpness_min", "colour_drift_pooled",
+                  "still_psnr_min", "walk_back_return_psnr") if row[k] is not None))
+        print(f"the scripts below are seed {seeds[0]}'s")
     for name, s in out["scripts"].items():
         print(f"{name:10s} sharpness per window {' '.join(f'{r:.3f}' for r in s['sharpness_windows'])}, "
               f"edge orientation distance {' '.join(f'{r:.3f}' for r in s['orientation_windows'])}, "
@@ -285,6 +298,9 @@ def add_eval_world_command(esub) -> None:
     ew.add_argument("--window", type=int, default=300, help="--live: frames of a sharpness window")
     ew.add_argument("--scenes", type=int, default=None,
                     help="--live: the first N start frames of the weights (default all)")
+    ew.add_argument("--seeds", type=int, default=1,
+                    help="--live: play the protocol at seeds --seed ... --seed + N - 1 (each draws the play "
+                         "script and the sessions' noise) and print the worst of each line, with per_seed")
     ew.add_argument("--no-action-check", action="store_true",
                     help="--live: skip the one-shot action check (each action played with and without, in "
                          "a session and in the game)")

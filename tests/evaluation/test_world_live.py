@@ -328,6 +328,35 @@ def test_cli_live_end_to_end_with_a_tiny_world_model(tiny_weights, tmp_path, cap
     assert "structure_max" in text and "structure distance" in text
 
 
+def test_cli_live_over_seeds_prints_the_worst_of_each_line(tiny_weights, capsys):
+    from alaya.cli import main
+    assert main(["eval", "world", "--live", "--weights", str(tiny_weights), "--backend", "torch", "--frames", "24",
+                 "--window", "8", "--scripts", "still", "--no-action-check", "--seed", "3", "--seeds", "2",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["config"]["seeds"] == [3, 4] and [r["seed"] for r in out["per_seed"]] == [3, 4]
+    assert out["still_psnr_min"] == min(r["still_psnr_min"] for r in out["per_seed"])
+    assert out["still_hf_ratio_max"] == max(r["still_hf_ratio_max"] for r in out["per_seed"])
+    with pytest.raises(SystemExit, match="--seeds"):
+        main(["eval", "world", "--live", "--weights", str(tiny_weights), "--seeds", "0"])
+
+
+def test_over_seeds_takes_each_line_at_its_worst():
+    from alaya.evaluation.live_seeds import over_seeds
+    a = {"sharpness_min": 0.64, "sharpness_max": 1.2, "sharpness_in_band": True, "colour_drift_pooled": 0.03,
+         "still_psnr_min": 45.0, "walk_back_return_psnr": None, "scripts": {"still": 0}, "config": {"seed": 0}}
+    b = {"sharpness_min": 0.58, "sharpness_max": 1.7, "sharpness_in_band": False, "colour_drift_pooled": 0.13,
+         "still_psnr_min": 47.0, "walk_back_return_psnr": None, "scripts": {"still": 1}, "config": {"seed": 1}}
+    out = over_seeds([a, b], [0, 1])
+    assert (out["sharpness_min"], out["sharpness_max"], out["colour_drift_pooled"], out["still_psnr_min"]) == \
+        (0.58, 1.7, 0.13, 45.0)
+    assert out["sharpness_in_band"] is False and out["walk_back_return_psnr"] is None
+    assert out["scripts"] == {"still": 0} and out["config"]["seeds"] == [0, 1]          # the first seed's details
+    assert [r["sharpness_min"] for r in out["per_seed"]] == [0.64, 0.58]
+    with pytest.raises(ValueError, match="one per seed"):
+        over_seeds([a], [0, 1])
+
+
 def test_report_without_a_minute_writes_json_and_plot(oracle, tmp_path):
     _, r = oracle
     paths = write_live_report({**r, "gif": {}, "action_frames": None}, tmp_path)
