@@ -337,6 +337,10 @@ def test_cli_live_over_seeds_prints_the_worst_of_each_line(tiny_weights, capsys)
     assert out["config"]["seeds"] == [3, 4] and [r["seed"] for r in out["per_seed"]] == [3, 4]
     assert out["still_psnr_min"] == min(r["still_psnr_min"] for r in out["per_seed"])
     assert out["still_hf_ratio_max"] == max(r["still_hf_ratio_max"] for r in out["per_seed"])
+    assert main(["eval", "world", "--live", "--weights", str(tiny_weights), "--backend", "torch", "--frames", "24",
+                 "--window", "8", "--scripts", "still", "--no-action-check", "--seeds", "2"]) == 0   # the text output
+    text = capsys.readouterr().out
+    assert "the worst of seeds 0-1" in text and "seed   1 sharpness_min" in text
     with pytest.raises(SystemExit, match="--seeds"):
         main(["eval", "world", "--live", "--weights", str(tiny_weights), "--seeds", "0"])
 
