@@ -38,9 +38,10 @@ def fill_pinholes(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor
 
 @functools.lru_cache(maxsize=None)
 def pixel_ring(k: int) -> torch.Tensor:
-    """(R, 2) the pixel offsets at Chebyshev distance ``k`` (cached: read only)."""
+    """(R, 2) the pixel offsets at Chebyshev distance ``k``, whole numbers as floats (the splat
+    test's pixel indices; cached: read only)."""
     return torch.tensor([(dx, dy) for dx in range(-k, k + 1) for dy in range(-k, k + 1)
-                         if max(abs(dx), abs(dy)) == k]).reshape(-1, 2)
+                         if max(abs(dx), abs(dy)) == k], dtype=torch.float32).reshape(-1, 2)
 
 
 def depth_slope(depth: torch.Tensor) -> torch.Tensor:

@@ -100,7 +100,7 @@ def splat_candidates(xyz: torch.Tensor, tangents: torch.Tensor, c, K: torch.Tens
     px, py = u.index_select(0, large).floor(), v.index_select(0, large).floor()
     for k in range(int(reach_large.max().ceil().item()) + 1 if len(large) else 0):
         sel = (reach_large > k - 0.5).nonzero().squeeze(1)
-        o = pixel_ring(k).float()                                              # (R, 2)
+        o = pixel_ring(k)                                                # (R, 2)
         take(large.index_select(0, sel), px.index_select(0, sel)[:, None] + o[:, 0],
              py.index_select(0, sel)[:, None] + o[:, 1], k == 0)
     pix, at, ex, ey, covers = (torch.cat(x) for x in found)
