@@ -55,12 +55,12 @@ def train_world_from_args(a: argparse.Namespace, train):
         model_cfg.memory, model_cfg.latent_channels = True, 80
         model_cfg.memory_max_points = a.memory_max_points
         model_cfg.memory_sky_depth = a.memory_sky_depth
-        model_cfg.memory_hole_base = a.memory_hole_base
+        model_cfg.memory_hole_base = a.memory_hole_base or "context"
     if a.world_steps:
         model_cfg.steps = a.world_steps
     model_cfg.position_features = a.position_features
     return train_world(WorldTrainConfig(
-        data=a.data, autoencoder=a.autoencoder, init=a.init, out=a.out or "weights/world_model",
+        data=a.data, autoencoder=a.autoencoder, init=a.init, hole_base=a.memory_hole_base, out=a.out or "weights/world_model",
         model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
         context_noise=0.5 if a.context_noise is None else a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob,
         still_prob=a.still_prob, one_step_t=a.one_step_t, play_context_noise=a.play_noise,
@@ -366,9 +366,11 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--camera-motion", default=None,
                     help="world --memory: a learned camera folder (alaya train motion, e.g. weights/camera_motion) "
                          "shipped inside the model folder; play moves the memory's camera by it")
-    tr.add_argument("--memory-hole-base", default="context", choices=["context", "inpaint"],
+    tr.add_argument("--memory-hole-base", default=None, choices=["context", "inpaint", "far"],
                     help="world --memory: the residual's zero where the memory does not cover: the newest context "
-                         "frame, or the memory pulled smoothly into its holes")
+                         "frame (context, the default of a new model), the memory pulled smoothly into its holes "
+                         "(inpaint), or the context except beside a depth edge, whose far side fills the hole (far); "
+                         "with --init: the init's unless given")
     tr.add_argument("--memory-rollout", type=int, default=0,
                     help="world --memory: the model plays up to this many frames before the trained one, so its "
                          "own frames fill the memory's holes and the context as in play (0: off)")

@@ -88,11 +88,13 @@ def memory_latent(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor
 
 def memory_base(memory: torch.Tensor, newest: torch.Tensor, factor: int = 4, holes: str = "context") -> torch.Tensor:
     """The residual's zero (B, 80, h, w): rgb and disparity of the memory where it covers the
-    view; elsewhere (``holes``) of the newest (aligned) context frame ("context"), or the memory
+    view; elsewhere (``holes``) of the newest (aligned) context frame ("context"), the memory
     pulled smoothly into its holes ("inpaint", ``inpaint``: where the view moved, the context
     does not line up with the holes, and its border pixels repeat into stripes; a sample whose
-    memory covers under 1% of the view, a session's start, still takes the context). The gate
-    is the coverage."""
+    memory covers under 1% of the view, a session's start, still takes the context), or the
+    context except beside a depth edge, where the hole takes the far side ("far",
+    ``far_side_fill``: what a step past a near wall uncovers lies behind its edge, not on it).
+    The gate is the coverage."""
     if holes not in HOLE_BASES:
         raise ValueError(f"holes must be one of {HOLE_BASES}, got {holes!r}")
     m, x = to_image(memory, factor), to_image(newest, factor)
@@ -102,11 +104,51 @@ def memory_base(memory: torch.Tensor, newest: torch.Tensor, factor: int = 4, hol
     if holes == "inpaint":
         empty = (cov.mean((1, 2, 3)) < 0.01).view(-1, 1, 1, 1)
         fill = torch.where(empty, fill, inpaint(known, cov))
+    elif holes == "far":
+        far, beside_edge = far_side_fill(known, cov)
+        fill = torch.where(beside_edge, far, fill)
     rgbd = cov * known + (1 - cov) * fill
     return to_latent(torch.cat([rgbd, cov], 1), factor)
 
 
-HOLE_BASES = ("context", "inpaint")
+HOLE_BASES = ("context", "inpaint", "far")
+FAR_RADIUS = 4          # far_side_fill's window: 9 x 9 pixels
+FAR_EDGE = 1.5          # ... and the disparity ratio across it that makes a depth edge
+
+
+def far_side_fill(known: torch.Tensor, coverage: torch.Tensor, radius: int = FAR_RADIUS,
+                  edge: float = FAR_EDGE) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each uncovered pixel of a memory render (``known`` (B, 4, H, W): rgb | disparity,
+    ``coverage`` (B, 1, H, W)), the covered pixel of lowest disparity (the farthest surface) in
+    its (2 radius + 1)^2 window: (fill (B, 4, H, W), beside_edge (B, 1, H, W) bool), the second
+    true on holes whose window holds a depth edge (largest disparity over ``edge`` x the
+    smallest). Those are the disocclusions: the camera moved past a near surface and uncovered
+    what lies behind its edge, which the far side continues. Elsewhere (a hole in flat ground,
+    the view's new border) there is no side to take. Only the holes are searched (a few percent
+    of a play frame); covered pixels come back 0 / False."""
+    B, C, H, W = known.shape
+    r, k = radius, 2 * radius + 1
+    Hp, Wp = H + 2 * r, W + 2 * r
+    covered = coverage[:, 0] > 0.5
+    u = known[:, 3]
+    ok = covered & (u > 0)
+    near_first = F.pad(torch.where(ok, u, torch.full_like(u, math.inf)), (r,) * 4, value=math.inf).reshape(-1)
+    far_first = F.pad(torch.where(ok, u, torch.zeros_like(u)), (r,) * 4).reshape(-1)
+    values = F.pad(known, (r,) * 4).transpose(0, 1).reshape(C, -1)
+    fill = known.new_zeros(C, B * H * W)
+    beside_edge = torch.zeros(B * H * W, dtype=torch.bool, device=known.device)
+    holes = (~covered).reshape(-1).nonzero().squeeze(1)
+    if holes.numel():
+        b, i = holes // (H * W), holes % (H * W)
+        corner = b * Hp * Wp + (i // W) * Wp + i % W                         # each window's top-left, padded
+        dy, dx = torch.meshgrid(torch.arange(k), torch.arange(k), indexing="ij")
+        window = corner[:, None] + (dy * Wp + dx).reshape(-1).to(corner.device)
+        farthest, j = near_first[window].min(1)
+        nearest = far_first[window].max(1).values
+        fill[:, holes] = values[:, window.gather(1, j[:, None]).squeeze(1)]
+        beside_edge[holes] = torch.isfinite(farthest) & (nearest > edge * farthest)
+    return (fill.reshape(C, B, H, W).transpose(0, 1),
+            beside_edge.reshape(B, 1, H, W))
 
 
 def inpaint(image: torch.Tensor, coverage: torch.Tensor) -> torch.Tensor:

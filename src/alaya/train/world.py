@@ -49,6 +49,8 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
         model.config = dataclasses.replace(model.config, view_warp=True, ground_warp=True, anchor_warp=True)
     if cfg.init and cfg.model.position_features > model.config.position_features:   # fine-tune into it
         model = with_position_features(model, cfg.model.position_features)
+    if cfg.init and cfg.hole_base and cfg.hole_base != model.config.memory_hole_base:   # fine-tune into it
+        model.config = dataclasses.replace(model.config, memory_hole_base=cfg.hole_base)
     if cfg.play_context_noise is not None:
         model.config = dataclasses.replace(model.config, play_context_noise=cfg.play_context_noise)
     cfg.model = model.config

@@ -14,6 +14,7 @@ class WorldTrainConfig:
     data: str
     autoencoder: str = "weights/autoencoder"
     init: str | None = None              # continue from these world-model weights
+    hole_base: str | None = None         # with init: the memory_hole_base to fine-tune into (None: the init's)
     out: str = "weights/world_model"
     model: WorldModelConfig = field(default_factory=WorldModelConfig)
     context_noise: float = 0.5           # noise augmentation: level ~ U(0, this) ...
