@@ -2,6 +2,8 @@
 (what walking past a near wall uncovers lies behind it), keeps the context elsewhere, and a
 fine-tune from a model of another base trains into the base it is given."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -78,6 +80,8 @@ def test_the_cli_offers_every_hole_base_and_passes_it_to_a_fine_tune(monkeypatch
     assert seen[-1].hole_base is None and seen[-1].model.memory_hole_base == "context"   # a new model's default
     with pytest.raises(SystemExit):
         parser.parse_args(base + ["--memory-hole-base", "zero"])
+    with pytest.raises(ValueError, match="memory_hole_base"):
+        dataclasses.replace(TINY, memory_hole_base="zero")
 
 
 def test_a_fine_tune_trains_into_the_hole_base_it_is_given(tmp_path):

@@ -41,7 +41,7 @@ from torch import nn
 from alaya.codecs.patch import stabilize_patch_latent
 from alaya.data.actions import ACTION_DIM
 from alaya.diffusion.flow import time_grid
-from alaya.models.memory_conditioning import IMAGE_CHANNELS, composite, memory_base
+from alaya.models.memory_conditioning import HOLE_BASES, IMAGE_CHANNELS, composite, memory_base
 from alaya.models.student import Student, StudentConfig, integrate_student
 from alaya.models.view_warp import (camera_rotation, pinhole, relative_pose, turn_rotation, walk_poses,
                                     warp_ground, warp_rotation)
@@ -106,7 +106,8 @@ class WorldModelConfig:
     memory_sky_dome: bool = False        # with memory_sky_depth: the sky kept by direction (SkyDome: it
                                          # turns with the view, walking does not move it), not as points
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest
-                                         # context frame, or "inpaint": the memory pulled into its holes
+                                         # context frame, "inpaint": the memory pulled into its holes, or
+                                         # "far": the context, but beside a depth edge its far side
     memory_fill_pinholes: int = 2        # passes of memory_geometry.fill_pinholes over each memory render (0: off)
     memory_replace_below: float = 0.5    # where the memory covered the view, a generated frame goes in (and
                                          # may remove what it sees past) only where its gate is below this
@@ -138,6 +139,8 @@ class WorldModelConfig:
             raise ValueError(f"memory_depth_median: an odd window or 0, got {self.memory_depth_median!r}")
         if not self.memory_depth_outlier > 0:
             raise ValueError(f"memory_depth_outlier: must be > 0, got {self.memory_depth_outlier!r}")
+        if self.memory_hole_base not in HOLE_BASES:
+            raise ValueError(f"memory_hole_base must be one of {HOLE_BASES}, got {self.memory_hole_base!r}")
         if self.memory_sky_dome and not self.memory_sky_depth > 0:
             raise ValueError("memory_sky_dome: the dome is drawn memory_sky_depth away; set memory_sky_depth > 0")
 
