@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from alaya.models.memory_conditioning import (FAR_RADIUS, HOLE_BASES, far_side_fill, frame_image, memory_base,
+from alaya.models.memory_conditioning import (FAR_BORDER, FAR_RADIUS, HOLE_BASES, far_side_fill, frame_image, memory_base,
                                               memory_latent, to_image, to_latent)
 from alaya.models.world import WorldModel
 from tiny_memory import TINY
@@ -33,10 +33,13 @@ def wall_beside_a_strip(hole: slice = slice(14, 17), size: int = 32):
 def test_far_base_fills_a_disocclusion_from_behind_the_edge():
     memory, newest, cov = wall_beside_a_strip()
     base = to_image(memory_base(memory, newest, holes="far"))
-    strip = base[:, :3, :, 14:17]
-    torch.testing.assert_close(strip, torch.tensor(GROUND)[None, :, None, None].expand_as(strip))   # the ground, not the wall
-    torch.testing.assert_close(base[:, 3, :, 14:17], torch.full((1, 32, 3), 1 / 5))                  # at the ground's depth
     context = to_image(memory_base(memory, newest, holes="context"))
+    inner = slice(FAR_BORDER, 32 - FAR_BORDER)
+    strip = base[:, :3, inner, 14:17]
+    torch.testing.assert_close(strip, torch.tensor(GROUND)[None, :, None, None].expand_as(strip))   # the ground, not the wall
+    torch.testing.assert_close(base[:, 3, inner, 14:17], torch.full((1, 16, 3), 1 / 5))             # at the ground's depth
+    for rows in (slice(0, FAR_BORDER), slice(32 - FAR_BORDER, 32)):   # at the view's edge: new view, the context
+        torch.testing.assert_close(base[:, :, rows], context[:, :, rows])
     torch.testing.assert_close(base[..., :14], context[..., :14])                     # covered: the memory, as before
     torch.testing.assert_close(base[..., 17:], context[..., 17:])
     torch.testing.assert_close(base[:, 4:], cov)                                      # the gate is the coverage
@@ -59,7 +62,7 @@ def test_far_side_fill_reaches_only_its_window_and_keeps_a_batch_apart():
     narrow, wide = known_and_cov(slice(14, 17)), known_and_cov(slice(16 - 2 * FAR_RADIUS, 16 + 2 * FAR_RADIUS))
     fill, edge = far_side_fill(torch.cat([narrow[0], wide[0]]), torch.cat([narrow[1], wide[1]]))
     assert fill.shape == (2, 4, 32, 32) and edge.shape == (2, 1, 32, 32) and edge.dtype == torch.bool
-    assert edge[0, :, :, 14:17].all() and edge[0].sum() == 32 * 3           # the narrow strip, and only the holes
+    assert edge[0, :, FAR_BORDER:-FAR_BORDER, 14:17].all() and edge[0].sum() == (32 - 2 * FAR_BORDER) * 3   # the strip's holes only
     assert not edge[1].any()                   # a strip wider than the window: no hole sees both sides
     alone, alone_edge = far_side_fill(*narrow)
     torch.testing.assert_close(fill[:1], alone)

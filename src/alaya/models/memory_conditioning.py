@@ -114,18 +114,21 @@ def memory_base(memory: torch.Tensor, newest: torch.Tensor, factor: int = 4, hol
 HOLE_BASES = ("context", "inpaint", "far")
 FAR_RADIUS = 4          # far_side_fill's window: 9 x 9 pixels
 FAR_EDGE = 1.5          # ... and the disparity ratio across it that makes a depth edge
+FAR_BORDER = 8          # holes this near the view's edge are new view, not disocclusions: the context
 
 
 def far_side_fill(known: torch.Tensor, coverage: torch.Tensor, radius: int = FAR_RADIUS,
-                  edge: float = FAR_EDGE) -> tuple[torch.Tensor, torch.Tensor]:
+                  edge: float = FAR_EDGE, border: int = FAR_BORDER) -> tuple[torch.Tensor, torch.Tensor]:
     """For each uncovered pixel of a memory render (``known`` (B, 4, H, W): rgb | disparity,
     ``coverage`` (B, 1, H, W)), the covered pixel of lowest disparity (the farthest surface) in
     its (2 radius + 1)^2 window: (fill (B, 4, H, W), beside_edge (B, 1, H, W) bool), the second
     true on holes whose window holds a depth edge (largest disparity over ``edge`` x the
-    smallest). Those are the disocclusions: the camera moved past a near surface and uncovered
-    what lies behind its edge, which the far side continues. Elsewhere (a hole in flat ground,
-    the view's new border) there is no side to take. Only the holes are searched (a few percent
-    of a play frame); covered pixels come back 0 / False."""
+    smallest), away from the view's edge by ``border`` pixels. Those are the disocclusions: the
+    camera moved past a near surface and uncovered what lies behind its edge, which the far side
+    continues. Elsewhere there is no side to take: a hole in flat ground, or the strip a turn or
+    a strafe brings in at the view's edge, where what comes into view may as well continue the
+    near surface (a wall the view turns along). Only the holes are searched (a few percent of a
+    play frame); covered pixels come back 0 / False."""
     B, C, H, W = known.shape
     r, k = radius, 2 * radius + 1
     Hp, Wp = H + 2 * r, W + 2 * r
@@ -137,7 +140,9 @@ def far_side_fill(known: torch.Tensor, coverage: torch.Tensor, radius: int = FAR
     values = F.pad(known, (r,) * 4).transpose(0, 1).reshape(C, -1)
     fill = known.new_zeros(C, B * H * W)
     beside_edge = torch.zeros(B * H * W, dtype=torch.bool, device=known.device)
-    holes = (~covered).reshape(-1).nonzero().squeeze(1)
+    inner = torch.zeros(H, W, dtype=torch.bool, device=known.device)
+    inner[border:H - border, border:W - border] = True
+    holes = ((~covered) & inner).reshape(-1).nonzero().squeeze(1)
     if holes.numel():
         b, i = holes // (H * W), holes % (H * W)
         corner = b * Hp * Wp + (i // W) * Wp + i % W                         # each window's top-left, padded
