@@ -367,10 +367,8 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
                     help="world --memory: a learned camera folder (alaya train motion, e.g. weights/camera_motion) "
                          "shipped inside the model folder; play moves the memory's camera by it")
     tr.add_argument("--memory-hole-base", default=None, choices=["context", "inpaint", "far"],
-                    help="world --memory: the residual's zero where the memory does not cover: the newest context "
-                         "frame (context, the default of a new model), the memory pulled smoothly into its holes "
-                         "(inpaint), or the context except beside a depth edge, whose far side fills the hole (far); "
-                         "with --init: the init's unless given")
+                    help="world --memory: the residual's zero in the memory's holes: the newest frame (context, a "
+                         "new model's default), the memory pulled in (inpaint), or beside a depth edge its far side (far)")
     tr.add_argument("--memory-rollout", type=int, default=0,
                     help="world --memory: the model plays up to this many frames before the trained one, so its "
                          "own frames fill the memory's holes and the context as in play (0: off)")
