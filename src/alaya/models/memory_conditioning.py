@@ -117,6 +117,17 @@ FAR_EDGE = 1.5          # ... and the disparity ratio across it that makes a dep
 FAR_BORDER = 8          # holes this near the view's edge are new view, not disocclusions: the context
 
 
+def padded_windows(index: torch.Tensor, H: int, W: int, radius: int) -> torch.Tensor:
+    """(N, (2 radius + 1)^2): for pixels ``index`` (N,) of a flattened (B, H, W) stack, the flat
+    indices of their windows in that stack padded by ``radius`` on every side and flattened
+    (``F.pad(x, (radius,) * 4).reshape(-1)``)."""
+    k, Hp, Wp = 2 * radius + 1, H + 2 * radius, W + 2 * radius
+    b, i = index // (H * W), index % (H * W)
+    corner = b * Hp * Wp + (i // W) * Wp + i % W                              # each window's top-left, padded
+    dy, dx = torch.meshgrid(torch.arange(k), torch.arange(k), indexing="ij")
+    return corner[:, None] + (dy * Wp + dx).reshape(-1).to(index.device)
+
+
 def far_side_fill(known: torch.Tensor, coverage: torch.Tensor, radius: int = FAR_RADIUS,
                   edge: float = FAR_EDGE, border: int = FAR_BORDER) -> tuple[torch.Tensor, torch.Tensor]:
     """For each uncovered pixel of a memory render (``known`` (B, 4, H, W): rgb | disparity,
@@ -130,8 +141,7 @@ def far_side_fill(known: torch.Tensor, coverage: torch.Tensor, radius: int = FAR
     near surface (a wall the view turns along). Only the holes are searched (a few percent of a
     play frame); covered pixels come back 0 / False."""
     B, C, H, W = known.shape
-    r, k = radius, 2 * radius + 1
-    Hp, Wp = H + 2 * r, W + 2 * r
+    r = radius
     covered = coverage[:, 0] > 0.5
     u = known[:, 3]
     ok = covered & (u > 0)
@@ -144,10 +154,7 @@ def far_side_fill(known: torch.Tensor, coverage: torch.Tensor, radius: int = FAR
     inner[border:H - border, border:W - border] = True
     holes = ((~covered) & inner).reshape(-1).nonzero().squeeze(1)
     if holes.numel():
-        b, i = holes // (H * W), holes % (H * W)
-        corner = b * Hp * Wp + (i // W) * Wp + i % W                         # each window's top-left, padded
-        dy, dx = torch.meshgrid(torch.arange(k), torch.arange(k), indexing="ij")
-        window = corner[:, None] + (dy * Wp + dx).reshape(-1).to(corner.device)
+        window = padded_windows(holes, H, W, r)
         farthest, j = near_first[window].min(1)
         nearest = far_first[window].max(1).values
         fill[:, holes] = values[:, window.gather(1, j[:, None]).squeeze(1)]
@@ -257,10 +264,7 @@ def clean_depth(depth: torch.Tensor, window: int, tolerance: float, where: torch
     padded = F.pad(nan[None, None], (r,) * 4, mode="replicate").reshape(-1)
     todo = (depth > 0) if where is None else (depth > 0) & where
     i = todo.reshape(-1).nonzero().squeeze(1)
-    at = (i // W) * (W + 2 * r) + i % W                                   # each patch's top-left, padded
-    dy, dx = torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")
-    offsets = (dy * (W + 2 * r) + dx).reshape(-1)
-    median = padded[at[:, None] + offsets].nanmedian(-1).values
+    median = padded[padded_windows(i, H, W, r)].nanmedian(-1).values
     d = depth.reshape(-1).index_select(0, i)
     keep = (d - median).abs() <= tolerance * median
     out = torch.zeros(H * W, dtype=depth.dtype)
