@@ -366,9 +366,10 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--camera-motion", default=None,
                     help="world --memory: a learned camera folder (alaya train motion, e.g. weights/camera_motion) "
                          "shipped inside the model folder; play moves the memory's camera by it")
-    tr.add_argument("--memory-hole-base", default=None, choices=["context", "inpaint", "far"],
+    tr.add_argument("--memory-hole-base", default=None, choices=["context", "inpaint", "far", "mirror"],
                     help="world --memory: the residual's zero in the memory's holes: the newest frame (context, a "
-                         "new model's default), the memory pulled in (inpaint), or beside a depth edge its far side (far)")
+                         "new model's default), the memory pulled in (inpaint), beside a depth edge its far side (far), "
+                         "or in the view's side strips the view beside them mirrored (mirror)")
     tr.add_argument("--memory-rollout", type=int, default=0,
                     help="world --memory: the model plays up to this many frames before the trained one, so its "
                          "own frames fill the memory's holes and the context as in play (0: off)")

@@ -1,5 +1,6 @@
 """The residual's base in the memory's holes: the "far" base takes the far side of a depth edge
-(what walking past a near wall uncovers lies behind it), keeps the context elsewhere, and a
+(what walking past a near wall uncovers lies behind it), keeps the context elsewhere; the
+"mirror" base continues the view into the strips a turn brings in at its sides; and a
 fine-tune from a model of another base trains into the base it is given."""
 
 import dataclasses
@@ -7,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from alaya.models.memory_conditioning import (FAR_BORDER, FAR_RADIUS, HOLE_BASES, far_side_fill, frame_image, memory_base,
+from alaya.models.memory_conditioning import (FAR_BORDER, FAR_RADIUS, HOLE_BASES, edge_strip_fill, far_side_fill, frame_image, memory_base,
                                               memory_latent, to_image, to_latent)
 from alaya.models.world import WorldModel
 from tiny_memory import TINY
@@ -67,6 +68,44 @@ def test_far_side_fill_reaches_only_its_window_and_keeps_a_batch_apart():
     alone, alone_edge = far_side_fill(*narrow)
     torch.testing.assert_close(fill[:1], alone)
     assert torch.equal(edge[:1], alone_edge)
+
+
+def turned_view(strip: int = 5, size: int = 32):
+    """A memory render after a turn: covered but for a ``strip`` at the left edge, its columns
+    numbered by colour (red = column / size) and depth; and a context frame of one colour."""
+    columns = torch.arange(size, dtype=torch.float32) / size
+    rgb = torch.stack([columns, 1 - columns, torch.full_like(columns, 0.5)])[None, :, None, :].expand(1, 3, size, size)
+    depth = (2 + columns)[None, None, None, :].expand(1, 1, size, size)
+    cov = torch.ones(1, 1, size, size)
+    cov[..., :strip] = 0
+    context = frame_image(torch.ones(1, 3, size, size) * torch.tensor(CONTEXT)[:, None, None],
+                          torch.full((1, 1, size, size), 2.0))
+    return memory_latent(rgb, cov, depth), to_latent(context), cov
+
+
+def test_mirror_base_continues_the_view_into_a_turns_strip():
+    memory, newest, cov = turned_view(strip=5)
+    base, context = to_image(memory_base(memory, newest, holes="mirror")), to_image(memory_base(memory, newest))
+    mirrored = torch.tensor([9, 8, 7, 6, 5]) / 32                       # column 4 takes 5, column 0 takes 9
+    torch.testing.assert_close(base[0, 0, :, :5], mirrored.expand(32, 5))
+    torch.testing.assert_close(base[0, 3, :, :5], (1 / (3 + mirrored)).expand(32, 5))   # with its depth (disparity 1 / (1 + d))
+    torch.testing.assert_close(base[..., 5:], context[..., 5:])                         # covered: the memory
+    torch.testing.assert_close(base[:, 4:], cov)                                        # the gate is the coverage
+    flipped = memory_base(to_latent(to_image(memory).flip(-1)), newest, holes="mirror")   # a strip on the right
+    torch.testing.assert_close(to_image(flipped)[..., -5:], base[..., :5].flip(-1))
+
+
+def test_mirror_base_keeps_the_context_where_no_view_is_beside_the_strip():
+    memory, newest, _ = turned_view(strip=20)            # wider than the covered run: columns 0-7 mirror past it
+    base, context = to_image(memory_base(memory, newest, holes="mirror")), to_image(memory_base(memory, newest))
+    torch.testing.assert_close(base[..., :8], context[..., :8])
+    torch.testing.assert_close(base[0, 0, :, 8:20], (torch.arange(31, 19, -1) / 32).expand(32, 12))
+    m = to_image(turned_view(strip=5)[0])
+    m[:, 3:4, 10:14, 20:24] = 0                          # a hole in the middle of the view is not a side strip
+    _, strip = edge_strip_fill(torch.cat([m[:, :3], m[:, 4:5]], 1), m[:, 3:4])
+    assert strip.sum() == 5 * 32 and strip[..., :5].all()
+    empty = memory_latent(torch.rand(1, 3, 32, 32), torch.zeros(1, 1, 32, 32), torch.zeros(1, 1, 32, 32))
+    torch.testing.assert_close(memory_base(empty, newest, holes="mirror"), memory_base(empty, newest))  # a start
 
 
 def test_the_cli_offers_every_hole_base_and_passes_it_to_a_fine_tune(monkeypatch):

@@ -93,8 +93,11 @@ def memory_base(memory: torch.Tensor, newest: torch.Tensor, factor: int = 4, hol
     does not line up with the holes, and its border pixels repeat into stripes; a sample whose
     memory covers under 1% of the view, a session's start, still takes the context), or the
     context except beside a depth edge, where the hole takes the far side ("far",
-    ``far_side_fill``: what a step past a near wall uncovers lies behind its edge, not on it).
-    The gate is the coverage."""
+    ``far_side_fill``: what a step past a near wall uncovers lies behind its edge, not on it),
+    or the context except in the strips a turn or a strafe brings in at the view's left and
+    right edges, which take the covered view beside them reflected across the strip's border
+    ("mirror", ``edge_strip_fill``: the context there is the edge's old column, drawn out into
+    streaks). The gate is the coverage."""
     if holes not in HOLE_BASES:
         raise ValueError(f"holes must be one of {HOLE_BASES}, got {holes!r}")
     m, x = to_image(memory, factor), to_image(newest, factor)
@@ -107,11 +110,14 @@ def memory_base(memory: torch.Tensor, newest: torch.Tensor, factor: int = 4, hol
     elif holes == "far":
         far, beside_edge = far_side_fill(known, cov)
         fill = torch.where(beside_edge, far, fill)
+    elif holes == "mirror":
+        mirrored, strip = edge_strip_fill(known, cov)
+        fill = torch.where(strip, mirrored, fill)
     rgbd = cov * known + (1 - cov) * fill
     return to_latent(torch.cat([rgbd, cov], 1), factor)
 
 
-HOLE_BASES = ("context", "inpaint", "far")
+HOLE_BASES = ("context", "inpaint", "far", "mirror")
 FAR_RADIUS = 4          # far_side_fill's window: 9 x 9 pixels
 FAR_EDGE = 1.5          # ... and the disparity ratio across it that makes a depth edge
 FAR_BORDER = 8          # holes this near the view's edge are new view, not disocclusions: the context
@@ -161,6 +167,30 @@ def far_side_fill(known: torch.Tensor, coverage: torch.Tensor, radius: int = FAR
         beside_edge[holes] = torch.isfinite(farthest) & (nearest > edge * farthest)
     return (fill.reshape(C, B, H, W).transpose(0, 1),
             beside_edge.reshape(B, 1, H, W))
+
+
+def edge_strip_fill(known: torch.Tensor, coverage: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For a memory render (``known`` (B, C, H, W), ``coverage`` (B, 1, H, W)): (fill (B, C, H, W),
+    strip (B, 1, H, W) bool). In each row, the uncovered run from the view's left edge up to the
+    first covered pixel (the strip a turn or a strafe brings in), and the one from the right
+    edge, take the row's covered pixels mirrored across the run's border: the hole pixel d
+    columns out from the border takes the pixel d - 1 columns in. The view beside the strip
+    continues into it with its texture (a checkered floor stays checkered, a wall a wall) where
+    the context's pixel there is the edge's old column drawn out. ``strip`` is false where the
+    mirrored pixel is uncovered or past the view (a strip wider than the covered run beside it), in rows
+    with nothing covered, and on every covered pixel."""
+    B, C, H, W = known.shape
+    covered = coverage[:, 0] > 0.5
+    col = torch.arange(W, device=known.device).expand(B, H, W)
+    first = torch.where(covered, col, torch.full_like(col, W)).min(2, keepdim=True).values
+    last = torch.where(covered, col, torch.full_like(col, -1)).max(2, keepdim=True).values
+    left, right = (col < first) & (first < W), (col > last) & (last >= 0)
+    source = torch.where(left, 2 * first - 1 - col, torch.where(right, 2 * last + 1 - col, col))
+    inside = (source >= 0) & (source < W)
+    source = source.clamp(0, W - 1)
+    fill = known.gather(3, source[:, None].expand(B, C, H, W))
+    strip = (left | right) & inside & covered.gather(2, source)
+    return fill, strip[:, None]
 
 
 def inpaint(image: torch.Tensor, coverage: torch.Tensor) -> torch.Tensor:

@@ -107,7 +107,9 @@ class WorldModelConfig:
                                          # turns with the view, walking does not move it), not as points
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest
                                          # context frame, "inpaint": the memory pulled into its holes, or
-                                         # "far": the context, but beside a depth edge its far side
+                                         # "far": the context, but beside a depth edge its far side,
+                                         # "mirror": the context, but in the view's side strips the
+                                         # view beside them mirrored
     memory_fill_pinholes: int = 2        # passes of memory_geometry.fill_pinholes over each memory render (0: off)
     memory_replace_below: float = 0.5    # where the memory covered the view, a generated frame goes in (and
                                          # may remove what it sees past) only where its gate is below this
