@@ -191,7 +191,7 @@ def test_a_covered_pixel_goes_in_only_where_the_gate_replaced_the_memory():
 
 
 def test_the_inpainted_hole_base_is_smooth_and_keeps_what_is_covered():
-    from alaya.models.memory_conditioning import inpaint
+    from alaya.models.memory_hole_fill import inpaint
     image = torch.rand(2, 4, 32, 32)
     cov = torch.ones(2, 1, 32, 32)
     cov[:, :, :, :10] = 0                                     # a strip the view turned into

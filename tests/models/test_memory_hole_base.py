@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 import torch
 
-from alaya.models.memory_conditioning import (FAR_BORDER, FAR_RADIUS, HOLE_BASES, edge_strip_fill, far_side_fill, frame_image, memory_base,
-                                              memory_latent, to_image, to_latent)
+from alaya.models.memory_conditioning import HOLE_BASES, frame_image, memory_base, memory_latent, to_image, to_latent
+from alaya.models.memory_hole_fill import FAR_BORDER, FAR_RADIUS, edge_strip_fill, far_side_fill
 from alaya.models.world import WorldModel
 from tiny_memory import TINY
 
