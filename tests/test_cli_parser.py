@@ -24,7 +24,7 @@ def test_eval_world_takes_the_standing_still_length():
 
 def test_unrolled_loss_flags_reach_the_world_run(monkeypatch):
     import alaya.train.world as wt
-    from alaya.cli_world import train_world_from_args
+    from alaya.cli_world_train import train_world_from_args
     seen = {}
     monkeypatch.setattr(wt, "train_world", lambda cfg: seen.setdefault("cfg", cfg))
     a = build_parser().parse_args(["train", "world", "--data", "d", "--run-dir", "r", "--unroll", "8",

@@ -97,13 +97,13 @@ def _train(a: argparse.Namespace) -> int:
             style_detail=parse_style_weights(a.style_detail, "--style-detail"),
             adversarial_weight=a.adversarial_weight, adversarial_start=a.adversarial_start, train=train))
     elif a.what == "world":
-        from alaya.cli_world import train_world_from_args
+        from alaya.cli_world_train import train_world_from_args
         model = train_world_from_args(a, train)
     elif a.what == "motion":
-        from alaya.cli_world import train_motion_from_args
+        from alaya.cli_world_train import train_motion_from_args
         model = train_motion_from_args(a, train)
     elif a.what == "effects":
-        from alaya.cli_world import train_effects_from_args
+        from alaya.cli_world_train import train_effects_from_args
         model = train_effects_from_args(a, train)
     elif a.what == "idm":
         from alaya.data.episodes import EpisodeDataset
@@ -129,7 +129,7 @@ def _train(a: argparse.Namespace) -> int:
 
 def add_train_command(sub) -> None:
     """The ``train`` sub-command on ``alaya``'s sub-parsers."""
-    from alaya.cli_world import add_world_train_args
+    from alaya.cli_world_train import add_world_train_args
     tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
     tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier", "world", "idm",
                                      "guided-decoder", "motion", "effects"])

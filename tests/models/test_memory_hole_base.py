@@ -111,7 +111,7 @@ def test_mirror_base_keeps_the_context_where_no_view_is_beside_the_strip():
 def test_the_cli_offers_every_hole_base_and_passes_it_to_a_fine_tune(monkeypatch):
     import alaya.train.world as wt
     from alaya.cli import build_parser
-    from alaya.cli_world import train_world_from_args
+    from alaya.cli_world_train import train_world_from_args
     parser, seen = build_parser(), []
     monkeypatch.setattr(wt, "train_world", seen.append)
     base = ["train", "world", "--data", "d", "--run-dir", "r", "--memory"]

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from alaya.models.camera_constraints import camera_centre
-from alaya.models.memory_geometry import camera_points
+from alaya.models.memory_geometry import camera_points, fill_pinholes
 from alaya.models.memory_hole_fill import edge_strip_fill, far_side_fill, inpaint, padded_windows
 from alaya.models.scene_memory import SceneMemory, SceneMemoryConfig
 from alaya.models.view_warp import camera_rotation
@@ -300,6 +300,30 @@ def same_view(a: torch.Tensor, b: torch.Tensor, metres: float = 2e-3, degrees: f
     move = float((camera_centre(a) - camera_centre(b)).norm())
     cos = float(((a[:3, :3] @ b[:3, :3].T).trace() - 1) / 2)          # of the angle between the two rotations
     return move <= metres and cos >= math.cos(math.radians(degrees))
+
+
+def fill_disocclusions(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A memory render (rgb (B, 3, H, W), coverage and depth (B, 1, H, W)) whose disocclusions (the
+    holes beside a depth edge, away from the view's edge: ``far_side_fill``) are filled with the far
+    side's colour and depth and count as covered. What a step past a near surface uncovers lies
+    behind its edge, and the memory shows it beside the hole: the network is then shown it there as
+    memory, to refine, instead of a hole to generate. Pure: new tensors."""
+    far, beside = far_side_fill(torch.cat([rgb, encode_depth(depth)], 1), coverage)
+    return (torch.where(beside, far[:, :3], rgb), torch.where(beside, torch.ones_like(coverage), coverage),
+            torch.where(beside, decode_depth(far[:, 3:4]), depth))
+
+
+def shown_render(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, config
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A memory render (rgb (B, 3, H, W), coverage and depth (B, 1, H, W)) as a ``WorldModelConfig``'s
+    network is shown it, in play, in the cached training renders and in the training rollouts
+    alike: its pinholes filled (``memory_fill_pinholes`` passes, ``fill_pinholes``), then with
+    ``memory_fill_disocclusions`` its disocclusions (``fill_disocclusions``)."""
+    rgb, coverage, depth = fill_pinholes(rgb, coverage, depth, config.memory_fill_pinholes)
+    if config.memory_fill_disocclusions:
+        rgb, coverage, depth = fill_disocclusions(rgb, coverage, depth)
+    return rgb, coverage, depth
 
 
 def memory_config(config, **overrides) -> SceneMemoryConfig:

@@ -32,6 +32,7 @@ same few-step sampler (``sample_student``), ONNX export and runtime backends run
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -45,6 +46,7 @@ from alaya.models.memory_conditioning import HOLE_BASES, IMAGE_CHANNELS, composi
 from alaya.models.student import Student, StudentConfig, integrate_student
 from alaya.models.view_warp import (camera_rotation, pinhole, relative_pose, turn_rotation, walk_poses,
                                     warp_ground, warp_rotation)
+from alaya.nn.conditioning import timestep_embedding
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
 
@@ -64,6 +66,9 @@ class WorldModelConfig:
     blocks: int = 1
     emb_dim: int = 192
     steps: int = 4                   # sampling steps
+    average_velocity: bool = False   # the core gives the average velocity over [r, t] (MeanFlow), so a
+                                     # step from t to r lands where the flow does; trained with
+                                     # WorldTrainConfig.meanflow_share (1 step: r = 0, t = 1)
     sigma_data: float = 0.25         # of what it generates: with ``residual``, x - context[0]
     residual: bool = True            # generate the change from the newest context frame as given
                                      # (training: noise included): "copy the last frame" is its zero
@@ -111,6 +116,8 @@ class WorldModelConfig:
                                          # "mirror": the context, but in the view's side strips the
                                          # view beside them mirrored
     memory_fill_pinholes: int = 2        # passes of memory_geometry.fill_pinholes over each memory render (0: off)
+    memory_fill_disocclusions: bool = False   # the render's holes beside a depth edge shown as memory, filled with
+                                         # the far side (memory_conditioning.fill_disocclusions): refined, not generated
     memory_replace_below: float = 0.5    # where the memory covered the view, a generated frame goes in (and
                                          # may remove what it sees past) only where its gate is below this
                                          # (the model replaced the memory there); 0: only into the holes
@@ -164,7 +171,8 @@ class WorldModelConfig:
         return StudentConfig(latent_channels=self.latent_channels, gbuffer_channels=self.latent_channels,
                              text_dim=self.cond_dim, widths=tuple(self.widths), blocks=self.blocks,
                              emb_dim=self.emb_dim, context=self.context, steps=self.steps,
-                             sigma_data=self.sigma_data, position_features=self.position_features)
+                             sigma_data=self.sigma_data, position_features=self.position_features,
+                             average_velocity=self.average_velocity)
 
 
 class WorldModel(nn.Module):
@@ -186,12 +194,13 @@ class WorldModel(nn.Module):
 
     def forward(self, z: torch.Tensor, t: torch.Tensor, anchor: torch.Tensor, context: torch.Tensor,
                 valid: torch.Tensor, style: torch.Tensor, actions: torch.Tensor,
-                noise: torch.Tensor) -> torch.Tensor:
+                noise: torch.Tensor, r: torch.Tensor | None = None) -> torch.Tensor:
         """Velocity of frame n's noisy latents ``z`` (B, C, h, w) at time ``t`` (B,), given the
         anchor latent (B, C, h, w), the context (B, K, C, h, w) with validity (B, K, 1, h, w)
-        (zeros before the session's first frame), style, actions and noise level."""
+        (zeros before the session's first frame), style, actions and noise level; with ``r`` (B,)
+        the average velocity over [r, t] (``average_velocity`` models; None: r = t)."""
         cond = self.pack(style, actions, noise)
-        return self.core(z, t, t, anchor, cond, context, valid)
+        return self.core(z, t if r is None else r, t, anchor, cond, context, valid)
 
     def align(self, context: torch.Tensor, valid: torch.Tensor, actions: torch.Tensor,
               pitch: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -303,6 +312,22 @@ class WorldModel(nn.Module):
 
     def save_pretrained(self, folder, **metadata) -> None:
         save_pretrained(self, folder, **metadata)
+
+    @torch.no_grad()
+    def to_average_velocity(self) -> "WorldModel":
+        """This model made an average-velocity one (``average_velocity``, MeanFlow) that gives every
+        interval [r, t] the velocity at t until it is trained otherwise: a flow-matching model saw
+        only r = t, so the core's interval embedding is set to the constant it gave there (its last
+        layer's weights 0, its bias that output). In place; returns the model."""
+        if self.config.average_velocity:
+            return self
+        mlp = self.core.interval_mlp
+        constant = mlp(timestep_embedding(torch.zeros(1), self.config.emb_dim))[0]
+        mlp[-1].weight.zero_()
+        mlp[-1].bias.copy_(constant)
+        self.config = dataclasses.replace(self.config, average_velocity=True)
+        self.core.config.average_velocity = True
+        return self
 
     @classmethod
     def from_pretrained(cls, folder) -> "WorldModel":

@@ -55,8 +55,7 @@ from alaya.models.camera_constraints import stay_in_region, stop_at_surfaces
 from alaya.models.camera_motion import CameraMotion
 from alaya.models.memory_conditioning import (ObservedFrame, as_context, decode_depth, frame_as_memory, frame_image,
                                               generated_insert, kinematic_view, memory_latent, same_view,
-                                              session_memory, to_image, to_latent)
-from alaya.models.memory_geometry import fill_pinholes
+                                              session_memory, shown_render, to_image, to_latent)
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
 from alaya.models.world import WorldModel
@@ -278,9 +277,8 @@ class WorldSession:
                 self._covered = coverage[0, 0]
             else:
                 r = self.memory.render(self.K, view, self.size, self.size)
-                self._covered = r.coverage[0]              # the pinholes filled below still take the frame
-                rgb, coverage, depth = fill_pinholes(r.rgb[None], r.coverage[None], r.depth[None],
-                                                     c.memory_fill_pinholes)
+                self._covered = r.coverage[0]              # the holes filled below still take the frame
+                rgb, coverage, depth = shown_render(r.rgb[None], r.coverage[None], r.depth[None], c)
             self._view = view
             anchor = memory = memory_latent(rgb, coverage, depth)
         else:

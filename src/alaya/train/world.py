@@ -51,6 +51,12 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
         model = with_position_features(model, cfg.model.position_features)
     if cfg.init and cfg.hole_base and cfg.hole_base != model.config.memory_hole_base:   # fine-tune into it
         model.config = dataclasses.replace(model.config, memory_hole_base=cfg.hole_base)
+    if cfg.meanflow_share > 0 and not model.config.memory:
+        raise ValueError("meanflow_share: MeanFlow training is built for memory models (--memory)")
+    if cfg.meanflow_share > 0:                   # an average-velocity model from here on
+        model.to_average_velocity()
+    if cfg.init and cfg.fill_disocclusions is not None:
+        model.config = dataclasses.replace(model.config, memory_fill_disocclusions=cfg.fill_disocclusions)
     if cfg.play_context_noise is not None:
         model.config = dataclasses.replace(model.config, play_context_noise=cfg.play_context_noise)
     cfg.model = model.config

@@ -15,6 +15,7 @@ class WorldTrainConfig:
     autoencoder: str = "weights/autoencoder"
     init: str | None = None              # continue from these world-model weights
     hole_base: str | None = None         # with init: the memory_hole_base to fine-tune into (None: the init's)
+    fill_disocclusions: bool | None = None   # with init: the memory_fill_disocclusions to fine-tune into (None: the init's)
     out: str = "weights/world_model"
     model: WorldModelConfig = field(default_factory=WorldModelConfig)
     context_noise: float = 0.5           # noise augmentation: level ~ U(0, this) ...
@@ -65,6 +66,10 @@ class WorldTrainConfig:
                                          # frames (the one_step_t samples) where the memory does not show the
                                          # frame (alaya.train.spectrum_loss); 0: none
     spectrum_patch: int = 16             # ... its tile size in pixels
+    meanflow_share: float = 0.0          # memory model: share of samples trained for the average velocity over an
+                                         # interval (MeanFlow; half of them the play step r = 0, t = 1), which
+                                         # makes the model an average-velocity one (alaya.train.world_meanflow); 0: off
+    meanflow_max_frequency: float | None = 64.0   # ... du/dt leaves out the time embedding's faster phases
     depth_weight: float = 1.0            # memory model: loss weights of the disparity and gate channels
     gate_weight: float = 0.5
     memory_styles: int = 1               # memory model: styles with memory renders (the first ones; ~30 ms a frame each)
@@ -85,6 +90,10 @@ class WorldTrainConfig:
             raise ValueError(f"action_focus must be in [0, 1], got {self.action_focus}")
         if self.action_focus_span < 1:
             raise ValueError(f"action_focus_span must be at least 1, got {self.action_focus_span}")
+        if not 0.0 <= self.meanflow_share <= 1.0:
+            raise ValueError(f"meanflow_share must be in [0, 1], got {self.meanflow_share}")
+        if self.meanflow_max_frequency is not None and not self.meanflow_max_frequency > 0:
+            raise ValueError(f"meanflow_max_frequency must be > 0 or None, got {self.meanflow_max_frequency}")
         if not 0.0 <= self.novelty_weight < 1e4:
             raise ValueError(f"novelty_weight must be in [0, 1e4), got {self.novelty_weight}")
         if not 0.0 <= self.spectrum_weight < 1e4:

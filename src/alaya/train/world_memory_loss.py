@@ -31,6 +31,10 @@ One frame n of one recorded episode, in a style with cached memory renders (``wo
   show (``world_critic.one_step_frames``) must have the true frame's patch amplitude spectra (of
   luminance) where
   the memory does not show it (``spectrum_loss``): detail of the game's kind there, not the mean;
+* MeanFlow (``meanflow_share``, an ``average_velocity`` model): on that share of the samples the
+  model is asked for the average velocity over an interval [r, t], half of them the play step
+  [0, 1], with MeanFlow's target (``alaya.train.world_meanflow``): one step then lands on a sample,
+  not on the mean; the spectrum loss and the critic then judge the samples at (0, 1);
 * reset (``reset_prob``): what a session does with its start frame: an empty memory, one context
   frame with unknown depth (disparity 0), no actions; the target is that frame with its depth, so
   the model learns to predict a start frame's depth.
@@ -44,13 +48,13 @@ import torch.nn.functional as F
 
 from alaya.diffusion.flow import interpolate, velocity_loss_weight
 from alaya.models.memory_conditioning import (as_context, frame_as_memory, frame_image, gate_target, memory_latent,
-                                              to_latent)
-from alaya.models.memory_geometry import fill_pinholes
+                                              shown_render, to_latent)
 from alaya.train.spectrum_loss import luminance, patch_spectrum_loss
 from alaya.train.teacher import augment_prompt
 from alaya.train.world_critic import adversarial_losses, critic_of, one_step_frames, world_of
 from alaya.train.world_data import (LatentEpisodes, action_rows, add_context_noise, draw_frames, frame_pitch,
                                     training_times)
+from alaya.train.world_meanflow import adaptive_weighted, meanflow_target, meanflow_times
 from alaya.train.world_memory import MemoryEpisodes
 from alaya.train.world_memory_rollout import rollout_batch
 
@@ -89,7 +93,7 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
     ctx, valid = mem.context(data, e, st, n, K)
     target = np.where(fixed, n - 1, n)
     rgb, depth = mem.frame(data, e, st, target)
-    mrgb, mcov, mdepth = fill_pinholes(*mem.renders.get(e, st, n), m.memory_fill_pinholes)    # as play shows it
+    mrgb, mcov, mdepth = shown_render(*mem.renders.get(e, st, n), m)    # as play shows it
     if fixed.any():
         b = torch.from_numpy(fixed)
         prev = to_latent(frame_image(rgb[b], depth[b]))
@@ -165,15 +169,27 @@ def memory_world_loss(model, data: LatentEpisodes, mem: MemoryEpisodes, cfg, wei
     memory = memory_latent(mrgb, mcov, mdepth)
     noisy, valid = core.align(noisy, valid, rows, frame_pitch(data, e, target))
     x = x - core.base(noisy[:, 0], memory)
-    t = training_times(B, cfg, rng)
+    r, t = meanflow_times(training_times(B, cfg, rng), cfg.meanflow_share, rng)
     eps = torch.from_numpy(rng.standard_normal(x.shape)).float()
-    v = model(interpolate(x, eps, t), t, memory, noisy, valid, style, rows, level)
-    err = (v.float() - (eps - x)) ** 2 * weights.view(1, -1, 1, 1)
+    z = interpolate(x, eps, t)
+    v = model(z, t, memory, noisy, valid, style, rows, level, r=r)
+    target, interval = eps - x, r < t
+    if interval.any():                            # MeanFlow: the average velocity over [r, t]
+        i = interval
+        target = target.clone()
+        target[i] = meanflow_target(core, z[i], r[i], t[i], target[i],
+                                    (memory[i], noisy[i], valid[i], style[i], rows[i], level[i]),
+                                    cfg.meanflow_max_frequency)
+    err = (v.float() - target) ** 2 * weights.view(1, -1, 1, 1)
     if cfg.novelty_weight > 0:
         err = err * novelty_weights(gate, cfg.novelty_weight)
-    loss = (err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)).mean()
+    per_sample = err.mean((1, 2, 3)) * velocity_loss_weight(t, cfg.model.sigma_data)
     logs = {"coverage": float(mcov.mean()), "gate": float(gate.mean())}
-    critic, one = critic_of(model), t >= 1.0
+    if interval.any():       # MeanFlow's targets are heavy-tailed: each interval sample's error normalized
+        logs.update(meanflow=float(per_sample[interval].mean().detach()))
+        per_sample = torch.where(interval, adaptive_weighted(per_sample), per_sample)
+    loss = per_sample.mean()
+    critic, one = critic_of(model), (t >= 1.0) & ((r <= 0.0) if core.config.average_velocity else (r >= 1.0))
     if cfg.spectrum_weight > 0 and one.any():     # the 1-step frames' detail where the memory does not show them
         fake = one_step_frames(core, eps[one], v[one].float(), noisy[one][:, 0], memory[one])
         spectrum = patch_spectrum_loss(luminance(fake), luminance(rgb[one]), (gate[one] < 0.5).float(),

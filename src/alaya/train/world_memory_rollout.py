@@ -11,7 +11,8 @@ its own insertions look like, nor to repair them. Here (``memory_rollout``: up t
 * frames m ... n-1 are generated without gradient, exactly as a session plays them (the play
   steps' sampler, the play noise level 0, ``stabilize``), at the recorded cameras; each is pushed
   into the context and inserted into the memory as play inserts it (``generated_insert``);
-* every render the network sees has its pinholes filled, as play's (``fill_pinholes``);
+* every render the network sees is filled as play's (``shown_render``: its pinholes, and its
+  disocclusions where the model's config asks);
 * frame n, the trained one, is then the usual target (true RGB-D, gate "the memory is right
   here"), given the memory and context the rollout left.
 
@@ -23,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from alaya.models.memory_conditioning import as_context, generated_insert, memory_latent, session_memory, to_image
-from alaya.models.memory_geometry import fill_pinholes
+from alaya.models.memory_conditioning import (as_context, generated_insert, memory_latent, session_memory,
+                                              shown_render, to_image)
 from alaya.models.scene_memory import SceneMemory
 from alaya.models.student import push_context
 from alaya.train.world_data import LatentEpisodes, action_rows, draw_frames, frame_pitch
@@ -61,7 +62,7 @@ def rollout_batch(core, data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.
         f = first + j
         views = mem.views[e, f]
         mrgb, mcov, mdepth = render_batch(memories, Ks, views, H, W)
-        memory = memory_latent(*fill_pinholes(mrgb, mcov, mdepth, m.memory_fill_pinholes))
+        memory = memory_latent(*shown_render(mrgb, mcov, mdepth, m))
         rows = action_rows(data, e, f, m.action_history)
         z = torch.randn(memory.shape, generator=gen)
         out = core.sample(z, memory, ctx, valid, style, rows, level, stabilize=True, pitch=frame_pitch(data, e, f))
@@ -74,5 +75,5 @@ def rollout_batch(core, data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.
             memory_b.insert(rgb_b, depth_b, Ks[b], views[b], time=j + 1, see_through=replaced)
     rows = action_rows(data, e, n, m.action_history)
     rgb, depth = mem.frame(data, e, st, n)
-    renders = fill_pinholes(*render_batch(memories, Ks, mem.views[e, n], H, W), m.memory_fill_pinholes)
+    renders = shown_render(*render_batch(memories, Ks, mem.views[e, n], H, W), m)
     return rgb, depth, ctx, valid, rows, style, renders, n
