@@ -29,7 +29,7 @@ LAYERS = (
     (("alaya.runtime",),),
     (("alaya.renderers",), ("alaya.world",), ("alaya.serve",)),
     (("alaya.train",),),                                              # the recipes, on the loop
-    (("alaya.__main__", "alaya.cli", "alaya.cli_common", "alaya.cli_train", "alaya.cli_world",
+    (("alaya.__main__", "alaya.cli", "alaya.cli_common", "alaya.cli_train", "alaya.cli_world", "alaya.cli_world_train",
       "alaya.prompts"),),
 )
 
