@@ -29,21 +29,34 @@ def _b(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, *([1] * (like.ndim - 1)))
 
 
+def exact_target(model: AverageVelocity, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor,
+                 v: torch.Tensor) -> torch.Tensor:
+    """u_tgt = v - (t - r) du/dt without gradient, ``du/dt`` by forward-mode AD (``torch.func.jvp``,
+    tangents (v, 0, 1) for (z, r, t))."""
+    def f(z_, t_):
+        return model(z_, r, t_)
+    with torch.no_grad():
+        _, dudt = torch.func.jvp(f, (z, t), (v, torch.ones_like(t)))
+    return (v - _b(t - r, z) * dudt).detach()
+
+
+def adaptive_weight(err: torch.Tensor, p: float, c: float = 1e-3) -> torch.Tensor:
+    """Per-sample errors with the paper's adaptive weight ``1 / sg(err + c)^p``."""
+    return err / (err.detach() + c) ** p
+
+
 def meanflow_target(model: AverageVelocity, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor,
                     v: torch.Tensor, jvp: str = "exact", fd_eps: float = 1e-3
                     ) -> tuple[torch.Tensor, torch.Tensor]:
     """(u_θ(z, r, t) with gradient, u_tgt without). ``jvp="exact"`` uses forward-mode AD
-    (``torch.func.jvp``); ``"fd"`` a forward finite difference (one extra no-grad call). Only
+    (``exact_target``); ``"fd"`` a forward finite difference (one extra no-grad call). Only
     use ``"fd"`` for networks smooth in t at the scale of ``fd_eps``: sinusoidal time
     embeddings with frequencies up to 1000 (``timestep_embedding``) turn a 1e-3 step into a
     full radian of phase, and the difference is then meaningless."""
     if jvp == "exact":
-        def f(z_, t_):
-            return model(z_, r, t_)
-        with torch.no_grad():
-            _, dudt = torch.func.jvp(f, (z, t), (v, torch.ones_like(t)))
-        u = model(z, r, t)
-    elif jvp == "fd":
+        target = exact_target(model, z, r, t, v)
+        return model(z, r, t), target
+    if jvp == "fd":
         u = model(z, r, t)
         with torch.no_grad():
             dudt = (model(z + fd_eps * v, r, t + fd_eps) - u.detach()) / fd_eps
@@ -68,7 +81,7 @@ def meanflow_loss(model: AverageVelocity, z: torch.Tensor, r: torch.Tensor, t: t
     u, target = meanflow_target(model, z, r, t, v, jvp)
     err = ((u.float() - target.float()) ** 2).flatten(1).mean(1)
     if adaptive_p > 0:
-        err = err / (err.detach() + adaptive_c) ** adaptive_p
+        err = adaptive_weight(err, adaptive_p, adaptive_c)
     if data_weight > 0:
         if data_velocity is None:
             raise ValueError("data_weight > 0 needs data_velocity")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from alaya.diffusion.meanflow import adaptive_weight, exact_target
 from alaya.nn.conditioning import smooth_time_derivative
 
 PLAY_SHARE = 0.5        # of the interval samples: the play step (r, t) = (0, 1) itself
@@ -31,17 +32,17 @@ MIN_T = 0.3             # the other interval samples: t uniform in [MIN_T, 1], r
 
 
 def adaptive_weighted(error: torch.Tensor, c: float = ADAPTIVE_C) -> torch.Tensor:
-    """Per-sample errors (n,) with MeanFlow's adaptive weight (power 1): ``error / sg(error + c)``,
-    whose gradient is the error's divided by its size, so no sample outweighs the batch."""
-    return error / (error.detach() + c)
+    """Per-sample errors (n,) with MeanFlow's adaptive weight at power 1 (``meanflow.adaptive_weight``):
+    ``error / sg(error + c)``, whose gradient is the error's divided by its size, so no sample
+    outweighs the batch."""
+    return adaptive_weight(error, 1.0, c)
 
 
 def meanflow_times(t: torch.Tensor, share: float, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """(r, t) from flow-matching times ``t`` (B,): r = t except on about ``share`` of the samples,
-    which get an interval: (0, 1) on ``PLAY_SHARE`` of them, else t uniform in [``MIN_T``, 1] and r
-uniform in [0, t) (near t = 0 the EDM-preconditioned velocity's du/dt is large: single samples'
-errors reached 250x the flow loss's).
-    Draws from ``rng`` only when ``share > 0``."""
+    which get an interval: (0, 1) on ``PLAY_SHARE`` of them, else t uniform in [``MIN_T``, 1] and
+    r uniform in [0, t) (near t = 0 the EDM-preconditioned velocity's du/dt is large: single
+    samples' errors reached 250x the flow loss's). Draws from ``rng`` only when ``share > 0``."""
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"meanflow_share must be in [0, 1], got {share}")
     if share <= 0:
@@ -58,13 +59,11 @@ errors reached 250x the flow loss's).
 
 def meanflow_target(world, z: torch.Tensor, r: torch.Tensor, t: torch.Tensor, velocity: torch.Tensor,
                     condition: tuple, max_frequency: float | None) -> torch.Tensor:
-    """MeanFlow's regression target ``velocity - (t - r) du/dt`` (no gradient) for a world model's
-    samples ``z`` (n, C, h, w) at times ``r`` < ``t`` (n,), moving along their straight paths with
+    """MeanFlow's regression target ``velocity - (t - r) du/dt`` (no gradient; ``meanflow.exact_target``)
+    for a world model's samples ``z`` (n, C, h, w) at times ``r`` < ``t`` (n,), moving along their straight paths with
     ``velocity`` (eps - x); ``condition``: the model's other inputs after ``t`` (memory, context,
     validity, style, actions, noise level), for these samples."""
-    def average(z_, t_):
+    def average(z_, r_, t_):
         with smooth_time_derivative(max_frequency):
-            return world(z_, t_, *condition, r=r)
-    with torch.no_grad():
-        _, dudt = torch.func.jvp(average, (z, t), (velocity, torch.ones_like(t)))
-    return (velocity - (t - r).view(-1, 1, 1, 1) * dudt.float()).detach()
+            return world(z_, t_, *condition, r=r_)
+    return exact_target(average, z, r, t, velocity).float()
