@@ -2,7 +2,7 @@
 
 ``--seed`` draws the ``play`` script and seeds every session's noise, and a line read at one seed
 can pass by chance: the shipped world model's standing-still sharpness read 0.64 at seed 0 and
-0.58–0.60 at seeds 1–3 (docs/world.md, "Other seeds"). ``over_seeds`` makes one result of the
+0.58–0.60 at seeds 1–3 (docs/world_journal.md, "Other seeds"). ``over_seeds`` makes one result of the
 results at several seeds: each headline the worst of the seeds (the lowest of a line that must be
 high, the highest of one that must be low), every seed's headlines under ``per_seed``, and the rest
 (config, scenes, scripts, actions) from the first seed.

@@ -86,7 +86,7 @@ class CameraMotionConfig:
                                         # unit is the motion's own, so frames-only data needs no metres.
                                         # At 3 (0.3 m in our game) a remembered wall's splats, magnified,
                                         # broke up, the frames lost the wall and the camera walked through
-                                        # it (docs/world.md, thirteenth section)
+                                        # it (docs/world_journal.md, thirteenth section)
     height_input: bool = True           # the network sees the camera's height above its start, so it
                                         # can learn to come back to the floor (trained on rollouts with a
                                         # height-correcting target: walking otherwise drifts ~2 m in 300 frames)
