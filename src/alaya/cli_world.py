@@ -92,7 +92,7 @@ def _eval_world_live(a: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
     print_metrics(out, ("sharpness_min", "sharpness_max", "sharpness_in_band", "orientation_max", "structure_max",
-                        "colour_drift", "colour_drift_pooled", "game_colour_change", "still_psnr_min",
+                        "structure_game_ratio", "colour_drift", "colour_drift_pooled", "game_colour_change", "still_psnr_min",
                         "still_psnr_mean", "still_psnr_static_min", "still_hf_ratio_max", "walk_back_return_psnr",
                         "psnr_mean", "fps", "action_ratio_min", "action_placement_min"),
                   width=30)
@@ -100,7 +100,7 @@ def _eval_world_live(a: argparse.Namespace) -> int:
         print(f"the worst of seeds {seeds[0]}-{seeds[-1]} above; per seed:")
         for row in out["per_seed"]:
             print(f"seed {row['seed']:3d} " + ", ".join(f"{k} {row[k]:.3f}" for k in ("sharpness_min", "colour_drift_pooled",
-                  "still_psnr_min", "walk_back_return_psnr") if row[k] is not None))
+                  "structure_game_ratio", "still_psnr_min", "walk_back_return_psnr") if row[k] is not None))
         print(f"the scripts below are seed {seeds[0]}'s")
     for name, s in out["scripts"].items():
         print(f"{name:10s} sharpness per window {' '.join(f'{r:.3f}' for r in s['sharpness_windows'])}, "

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 LOWER_IS_WORSE = ("sharpness_min", "still_psnr_min", "still_psnr_mean", "still_psnr_static_min",
                   "walk_back_return_psnr", "psnr_mean", "fps", "action_ratio_min", "action_placement_min")
-HIGHER_IS_WORSE = ("sharpness_max", "orientation_max", "structure_max", "colour_drift", "colour_drift_pooled",
-                   "game_colour_change", "still_hf_ratio_max", "walk_back_return_camera", "camera_position_max")
+HIGHER_IS_WORSE = ("sharpness_max", "orientation_max", "structure_max", "structure_game_ratio", "colour_drift",
+                   "colour_drift_pooled", "game_colour_change", "still_hf_ratio_max", "walk_back_return_camera",
+                   "camera_position_max")
 HEADLINES = LOWER_IS_WORSE + HIGHER_IS_WORSE + ("sharpness_in_band",)
 
 

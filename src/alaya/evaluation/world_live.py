@@ -17,7 +17,10 @@ differently the generated frames' edges run from the real ones', 0 to 1: horizon
 a patchwork of squares score high at any sharpness); ``structure_windows`` / ``structure_max``
 (``patch_distance``: how far the generated frames' band-pass patches lie from the real ones' in
 distribution; a blur and streaks both score high, new content of the game's kind low, whether or
-not it is the game's exact content); ``colour_drift`` (the generated mean colour's
+not it is the game's exact content); ``structure_game_ratio`` (``live_structure``: the script's
+frames pooled over the scenes, palette and contrast taken out, against the real ones, over the
+same distance between the game's own worlds: about 1 for worlds of the game's kind, above for a
+patchwork or streaks), with ``structure_pooled`` and ``structure_other_worlds``; ``colour_drift`` (the generated mean colour's
 change from the first window to the last, minus the real one's, per scene, averaged; in free
 play it also counts content the model cannot know: the game's own change, ``game_colour_change``,
 is what a world that keeps its start colours exactly scores), ``colour_drift_pooled`` (the same
@@ -50,6 +53,7 @@ from alaya.evaluation.live_actions import play_actions
 from alaya.evaluation.frame_stats import hf_energy, orientation_distance, orientation_histogram
 from alaya.evaluation.live_camera import camera_errors
 from alaya.evaluation.live_scripts import MINUTE, SCRIPTS, LiveScript, live_scripts
+from alaya.evaluation.live_structure import game_likeness, thin
 from alaya.evaluation.patch_distance import structure_distance
 
 WINDOW = 300          # frames of a sharpness window (10 s)
@@ -192,7 +196,7 @@ def compare(gen: np.ndarray, real: np.ndarray, start: np.ndarray, script: LiveSc
     if gen.shape != real.shape or gen.shape[1:] != start.shape:
         raise ValueError(f"generated {gen.shape}, real {real.shape} and start {start.shape} frames disagree")
     out = {"gen": frame_series(gen), "real": frame_series(real), "psnr": psnr_series(gen, real),
-           "structure": structure_series(gen, real, window)}
+           "structure": structure_series(gen, real, window), "kept": {"gen": thin(gen), "real": thin(real)}}
     if cameras is not None:
         if len(cameras[0]) != len(gen) + 1:
             raise ValueError(f"cameras: expected {len(gen) + 1} (the start and one per frame), got {len(cameras[0])}")
@@ -239,6 +243,7 @@ def summarize(series: list[dict], script: LiveScript, window: int, seconds: np.n
            "sharpness_windows": sharp, "sharpness_min": min(sharp),
            "sharpness_max": max(sharp), "orientation_windows": orient, "orientation_max": max(orient),
            "structure_windows": structure, "structure_max": max(structure),
+           **game_likeness([s["kept"]["gen"] for s in series], [s["kept"]["real"] for s in series]),
            "colour_drift": _mean(drifts), "colour_drift_pooled": drift_pooled, "game_colour_change": game_change,
            "psnr_mean": float(psnr.mean()),
            "psnr_windows": [float(psnr[:, w].mean()) for w in wins], "psnr_frame1": float(psnr[:, 0].mean()),
@@ -308,6 +313,7 @@ def overall(scripts: dict[str, dict], seconds: float, frames: int) -> dict:
             "sharpness_in_band": None if lo is None else bool(SHARPNESS_BAND[0] <= lo and hi <= SHARPNESS_BAND[1]),
             "orientation_max": max(got("orientation_max"), default=None),
             "structure_max": max(got("structure_max"), default=None),
+            "structure_game_ratio": max(got("structure_game_ratio"), default=None),
             "colour_drift": max(got("colour_drift"), default=None),
             "colour_drift_pooled": max(got("colour_drift_pooled"), default=None),
             "game_colour_change": max(got("game_colour_change"), default=None),
