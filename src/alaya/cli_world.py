@@ -92,9 +92,9 @@ def _eval_world_live(a: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
     print_metrics(out, ("sharpness_min", "sharpness_max", "sharpness_in_band", "orientation_max", "structure_max",
-                        "structure_game_ratio", "colour_drift", "colour_drift_pooled", "game_colour_change", "still_psnr_min",
-                        "still_psnr_mean", "still_psnr_static_min", "still_hf_ratio_max", "walk_back_return_psnr",
-                        "psnr_mean", "fps", "action_ratio_min", "action_placement_min"),
+                        "structure_game_ratio", "colour_drift", "colour_drift_pooled", "game_colour_change",
+                        "still_psnr_min", "still_psnr_mean", "still_psnr_static_min", "still_hf_ratio_max",
+                        "walk_back_return_psnr", "psnr_mean", "fps", "action_ratio_min", "action_placement_min"),
                   width=30)
     if len(seeds) > 1:
         print(f"the worst of seeds {seeds[0]}-{seeds[-1]} above; per seed:")

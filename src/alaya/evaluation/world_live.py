@@ -20,8 +20,9 @@ distribution; a blur and streaks both score high, new content of the game's kind
 not it is the game's exact content); ``structure_game_ratio`` (``live_structure``: the script's
 frames pooled over the scenes, palette and contrast taken out, against the real ones, over the
 same distance between the game's own worlds: about 1 for worlds of the game's kind, above for a
-patchwork or streaks), with ``structure_pooled`` and ``structure_other_worlds``; ``colour_drift`` (the generated mean colour's
-change from the first window to the last, minus the real one's, per scene, averaged; in free
+patchwork, streaks or a blur), with ``structure_pooled`` and ``structure_other_worlds``;
+``colour_drift`` (the generated mean colour's change from the first window to the last, minus
+the real one's, per scene, averaged; in free
 play it also counts content the model cannot know: the game's own change, ``game_colour_change``,
 is what a world that keeps its start colours exactly scores), ``colour_drift_pooled`` (the same
 change averaged over the scenes first: a drift every scene shares, such as a world turning
