@@ -22,12 +22,13 @@ def train_world_from_args(a: argparse.Namespace, train):
         model_cfg.memory_sky_depth = a.memory_sky_depth
         model_cfg.memory_hole_base = a.memory_hole_base or "context"
         model_cfg.memory_fill_disocclusions = a.memory_fill_disocclusions
+        model_cfg.memory_fill_strips = a.memory_fill_strips
     if a.world_steps:
         model_cfg.steps = a.world_steps
     model_cfg.position_features = a.position_features
     return train_world(WorldTrainConfig(
         data=a.data, autoencoder=a.autoencoder, init=a.init, hole_base=a.memory_hole_base,
-        fill_disocclusions=a.memory_fill_disocclusions or None, out=a.out or "weights/world_model",
+        fill_disocclusions=a.memory_fill_disocclusions or None, fill_strips=a.memory_fill_strips or None, out=a.out or "weights/world_model",
         model=model_cfg, rollout=a.rollout if a.rollout_prob > 0 else 0, rollout_prob=a.rollout_prob,
         context_noise=0.5 if a.context_noise is None else a.context_noise, shared_noise=a.shared_noise, error_prob=a.error_prob,
         still_prob=a.still_prob, one_step_t=a.one_step_t, play_context_noise=a.play_noise,
@@ -132,6 +133,9 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
     tr.add_argument("--memory-fill-disocclusions", action="store_true",
                     help="world --memory: the memory render's holes beside a depth edge are shown as memory, filled "
                          "with the far side (with --init, a model without it is fine-tuned into it)")
+    tr.add_argument("--memory-fill-strips", action="store_true",
+                    help="world --memory: a turn's side strips are shown as memory, the view beside them mirrored "
+                         "(with --init, a model without it is fine-tuned into it)")
     tr.add_argument("--memory-rollout", type=int, default=0,
                     help="world --memory: the model plays up to this many frames before the trained one, so its "
                          "own frames fill the memory's holes and the context as in play (0: off)")

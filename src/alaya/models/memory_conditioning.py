@@ -314,15 +314,30 @@ def fill_disocclusions(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.T
             torch.where(beside, decode_depth(far[:, 3:4]), depth))
 
 
+def fill_strips(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A memory render (rgb (B, 3, H, W), coverage and depth (B, 1, H, W)) whose side strips (the
+    uncovered run from the view's left or right edge in each row, which a turn or a strafe brings
+    in: ``edge_strip_fill``) take the covered view beside them mirrored, colour and depth, and
+    count as covered: the network refines the view's own texture continued there instead of
+    generating the strip. Pure: new tensors."""
+    mirrored, strip = edge_strip_fill(torch.cat([rgb, encode_depth(depth)], 1), coverage)
+    return (torch.where(strip, mirrored[:, :3], rgb), torch.where(strip, torch.ones_like(coverage), coverage),
+            torch.where(strip, decode_depth(mirrored[:, 3:4]), depth))
+
+
 def shown_render(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, config
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A memory render (rgb (B, 3, H, W), coverage and depth (B, 1, H, W)) as a ``WorldModelConfig``'s
     network is shown it, in play, in the cached training renders and in the training rollouts
     alike: its pinholes filled (``memory_fill_pinholes`` passes, ``fill_pinholes``), then with
-    ``memory_fill_disocclusions`` its disocclusions (``fill_disocclusions``)."""
+    ``memory_fill_disocclusions`` its disocclusions (``fill_disocclusions``), then with
+    ``memory_fill_strips`` a turn's side strips (``fill_strips``)."""
     rgb, coverage, depth = fill_pinholes(rgb, coverage, depth, config.memory_fill_pinholes)
     if config.memory_fill_disocclusions:
         rgb, coverage, depth = fill_disocclusions(rgb, coverage, depth)
+    if config.memory_fill_strips:
+        rgb, coverage, depth = fill_strips(rgb, coverage, depth)
     return rgb, coverage, depth
 
 

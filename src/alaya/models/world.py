@@ -118,6 +118,9 @@ class WorldModelConfig:
     memory_fill_pinholes: int = 2        # passes of memory_geometry.fill_pinholes over each memory render (0: off)
     memory_fill_disocclusions: bool = False   # the render's holes beside a depth edge shown as memory, filled with
                                          # the far side (memory_conditioning.fill_disocclusions): refined, not generated
+    memory_fill_strips: bool = False     # a turn's side strips shown as memory, the view beside them mirrored
+                                         # (memory_conditioning.fill_strips); off: the play-time try scored the
+                                         # game's structure but soft (docs/world_journal.md, nineteenth section)
     memory_replace_below: float = 0.5    # where the memory covered the view, a generated frame goes in (and
                                          # may remove what it sees past) only where its gate is below this
                                          # (the model replaced the memory there); 0: only into the holes

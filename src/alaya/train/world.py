@@ -57,6 +57,8 @@ def train_world(cfg: WorldTrainConfig) -> WorldModel:
         model.to_average_velocity()
     if cfg.init and cfg.fill_disocclusions is not None:
         model.config = dataclasses.replace(model.config, memory_fill_disocclusions=cfg.fill_disocclusions)
+    if cfg.init and cfg.fill_strips is not None:
+        model.config = dataclasses.replace(model.config, memory_fill_strips=cfg.fill_strips)
     if cfg.play_context_noise is not None:
         model.config = dataclasses.replace(model.config, play_context_noise=cfg.play_context_noise)
     cfg.model = model.config

@@ -16,6 +16,7 @@ class WorldTrainConfig:
     init: str | None = None              # continue from these world-model weights
     hole_base: str | None = None         # with init: the memory_hole_base to fine-tune into (None: the init's)
     fill_disocclusions: bool | None = None   # with init: the memory_fill_disocclusions to fine-tune into (None: the init's)
+    fill_strips: bool | None = None          # with init: the memory_fill_strips to fine-tune into (None: the init's)
     out: str = "weights/world_model"
     model: WorldModelConfig = field(default_factory=WorldModelConfig)
     context_noise: float = 0.5           # noise augmentation: level ~ U(0, this) ...
