@@ -5,7 +5,7 @@ The game answers attack with a blade sweeping across the view, spell with an orb
 ahead, summon with a body dropping in front. A world model must draw these from the key press
 alone, in the frame of the press, where neither its memory nor its context shows them yet; the
 one-step network, trained on frames where a press is ~1 in 100, learned at most a faint glow
-(docs/world.md, "One-shot actions that show"). In screen space these effects repeat: the blade
+(docs/world_journal.md, "One-shot actions that show"). In screen space these effects repeat: the blade
 sweeps along the same arc, the orb leaves the centre of the view. ``ActionEffects`` holds, per
 action and frame since its press, an opacity and a premultiplied colour at the data's frame size::
 
