@@ -191,7 +191,8 @@ def structure_series(gen: np.ndarray, real: np.ndarray, window: int) -> np.ndarr
 def compare(gen: np.ndarray, real: np.ndarray, start: np.ndarray, script: LiveScript, window: int = WINDOW,
             cameras: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     """Per-frame series of one scene and script: generated and real ``frame_series``, ``psnr``
-    against the real frames, the ``structure`` distance per window, the script's landmarks
+    against the real frames, the ``structure`` distance per window, the frames ``kept`` for
+    ``live_structure.game_likeness`` (generated and real, ``thin``), the script's landmarks
     (standing still, the return) and, given both camera paths (generated, real; T + 1 each),
     ``camera`` (``live_camera.camera_errors`` of the frames after the start)."""
     if gen.shape != real.shape or gen.shape[1:] != start.shape:
