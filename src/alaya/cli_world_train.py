@@ -36,7 +36,8 @@ def train_world_from_args(a: argparse.Namespace, train):
         unroll_still_prob=a.unroll_still_prob, reset_prob=a.reset_prob,
         memory_cached_only=a.memory_cached_only, depth_weight=a.depth_weight, gate_weight=a.gate_weight,
         camera_motion=a.camera_motion, memory_degrade=a.memory_degrade, memory_rollout=a.memory_rollout,
-        memory_rollout_prob=a.memory_rollout_prob, action_focus=a.action_focus, action_focus_span=a.action_focus_span,
+        memory_rollout_prob=a.memory_rollout_prob, memory_lag=a.memory_lag, memory_lag_prob=a.memory_lag_prob,
+        action_focus=a.action_focus, action_focus_span=a.action_focus_span,
         novelty_weight=a.novelty_weight, spectrum_weight=a.spectrum_weight, spectrum_patch=a.spectrum_patch,
         meanflow_share=a.meanflow_share,
         adversarial_weight=a.adversarial_weight,
@@ -141,6 +142,12 @@ def add_world_train_args(tr: argparse.ArgumentParser) -> None:
                          "own frames fill the memory's holes and the context as in play (0: off)")
     tr.add_argument("--memory-rollout-prob", type=float, default=0.5,
                     help="world --memory-rollout: the share of steps trained so")
+    tr.add_argument("--memory-lag", type=int, default=0,
+                    help="world --memory: render the memory also this many frames behind (cached beside the rolling "
+                         "renders) for --memory-lag-prob")
+    tr.add_argument("--memory-lag-prob", type=float, default=0.0,
+                    help="world --memory-lag: share of samples whose memory and context are the lagged renders "
+                         "(the floor walked up to magnified, the last frames' new view as holes)")
     tr.add_argument("--memory-degrade", type=float, default=0.0,
                     help="world --memory: share of samples whose memory shows, at a random side, what play's memory "
                          "holds there (the model's own blurred, misplaced, pinholed frames)")

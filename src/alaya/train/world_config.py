@@ -54,6 +54,9 @@ class WorldTrainConfig:
     memory_degrade: float = 0.0          # memory model: share of samples whose memory shows, in a band where
                                          # new content enters the view, what play's memory holds there: the
                                          # model's own blurred, misplaced, pinholed frames (degrade_memory)
+    memory_lag: int = 0                  # memory model: frames behind of the lagged renders (0: none cached)
+    memory_lag_prob: float = 0.0         # ... share of the samples whose memory and context are such renders: the
+                                         # floor walked up to magnified, the last frames' new view as holes
     memory_rollout: int = 0              # memory model: the model plays up to this many frames (its own frames
                                          # then fill the memory's holes and the context) before the trained one
     memory_rollout_prob: float = 0.5     # ... on this share of the steps (world_memory_rollout)
@@ -102,5 +105,12 @@ class WorldTrainConfig:
         if self.spectrum_weight > 0 and self.one_step_t <= 0:
             raise ValueError("spectrum_weight: the loss is on the 1-step frames of the samples at t = 1; "
                              "set one_step_t (--one-step-t) above 0")
+        if not 0 <= self.memory_lag <= 1000:
+            raise ValueError(f"memory_lag must be in [0, 1000] frames, got {self.memory_lag}")
+        if not 0.0 <= self.memory_lag_prob <= 1.0:
+            raise ValueError(f"memory_lag_prob must be in [0, 1], got {self.memory_lag_prob}")
+        if self.memory_lag_prob > 0 and self.memory_lag < 2:
+            raise ValueError("memory_lag_prob: the lagged samples need renders at least 2 frames behind; "
+                             f"set memory_lag (--memory-lag) to 2 or more, got {self.memory_lag}")
         if self.spectrum_patch < 2:
             raise ValueError(f"spectrum_patch must be at least 2 pixels, got {self.spectrum_patch}")

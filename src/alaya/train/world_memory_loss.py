@@ -35,6 +35,14 @@ One frame n of one recorded episode, in a style with cached memory renders (``wo
   model is asked for the average velocity over an interval [r, t], half of them the play step
   [0, 1], with MeanFlow's target (``alaya.train.world_meanflow``): one step then lands on a sample,
   not on the mean; the spectrum loss and the critic then judge the samples at (0, 1);
+* lagged memory (``memory_lag_prob``, renders ``memory_lag`` frames behind: ``rolling_renders``):
+  in play, where the model keeps what the memory shows, nothing new goes into the memory, so the
+  floor a walk comes up to is shown magnified from where it was seen far away, and what the last
+  frames uncovered are holes; the rolling renders, refreshed by the true frame before, never look
+  like that. On this share of the samples the memory holds frames 0 ... n-L only, and the context
+  frames are such renders too (the true frame where they do not cover), as a session's own frames
+  are: the target is still the true frame, so the model learns to bring detail to what the memory
+  shows magnified, and the gate to let it replace the memory there;
 * reset (``reset_prob``): what a session does with its start frame: an empty memory, one context
   frame with unknown depth (disparity 0), no actions; the target is that frame with its depth, so
   the model learns to predict a start frame's depth.
@@ -94,6 +102,12 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
     target = np.where(fixed, n - 1, n)
     rgb, depth = mem.frame(data, e, st, target)
     mrgb, mcov, mdepth = shown_render(*mem.renders.get(e, st, n), m)    # as play shows it
+    if cfg.memory_lag_prob > 0 and mem.lagged is not None:
+        lag = ~fixed & (rng.random(B) < cfg.memory_lag_prob)
+        if lag.any():                      # a memory (and context) that the last frames added nothing to
+            b = torch.from_numpy(lag)
+            ctx[b], valid[b] = mem.lagged_context(data, e[lag], st[lag], n[lag], K)
+            mrgb[b], mcov[b], mdepth[b] = shown_render(*mem.lagged.get(e[lag], st[lag], n[lag]), m)
     if fixed.any():
         b = torch.from_numpy(fixed)
         prev = to_latent(frame_image(rgb[b], depth[b]))

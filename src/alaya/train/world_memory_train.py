@@ -1,6 +1,6 @@
 """The training run of a memory-conditioned world model (``WorldModelConfig.memory``), which
 ``alaya.train.world.train_world`` hands it to: the cached rolling memory renders per split
-(``alaya.train.world_memory``), the loss (``alaya.train.world_memory_loss``), the optional patch
+(``alaya.train.world_memory``; lagged ones too with ``memory_lag``), the loss (``alaya.train.world_memory_loss``), the optional patch
 critic (``alaya.train.world_critic``), and the learned camera shipped inside the saved folder
 (``ship_camera_motion``).
 """
@@ -64,7 +64,11 @@ def train_memory_world(model: WorldModel, cfg) -> WorldModel:
         else:
             folder = cache_memory(cfg.data, memory_cfg, data.ids, progress=tc.progress, styles=cfg.memory_styles,
                                   sky_depth=m.memory_sky_depth)
-        splits[split] = data, MemoryEpisodes(cfg.data, data.ids, folder, data.shape[2])
+        lagged = None
+        if cfg.memory_lag >= 2:              # rendered here even with memory_cached_only: the episodes trained on
+            lagged = cache_memory(cfg.data, memory_cfg, data.ids, progress=tc.progress, styles=cfg.memory_styles,
+                                  sky_depth=m.memory_sky_depth, lag=cfg.memory_lag)
+        splits[split] = data, MemoryEpisodes(cfg.data, data.ids, folder, data.shape[2], lagged)
     weights = channel_weights(cfg)
     if cfg.adversarial_weight > 0:
         if cfg.one_step_t <= 0:
