@@ -175,30 +175,22 @@ class MemoryEpisodes:
         rgb = data.store[e, st, idx].permute(0, 3, 1, 2).float() / 255
         return rgb, self.depth[e, idx].float()[:, None]
 
-    def lagged_context(self, data, e, st, n, K: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``context`` as a session that kept its memory's render holds it: each of the frames
-        n-K ... n-1 is its lagged render (the memory ``lag`` frames behind it) where that covers,
-        the true frame elsewhere, with the render's depth where it covers (the sky's stays unknown)."""
-        ctx, valid = None, None
-        for f in [n - 1 - j for j in range(K - 1, -1, -1)]:                    # oldest first
-            rgb, depth = self.frame(data, e, st, f)
-            mrgb, mcov, mdepth = self.lagged.get(e, st, np.maximum(f, 0))
-            covered = mcov > 0.5
-            rgb, depth = torch.where(covered, mrgb, rgb), torch.where(covered & (depth > 0), mdepth, depth)
-            lat = as_context(to_latent(frame_image(rgb, depth)))
-            if ctx is None:
-                ctx = torch.zeros(len(e), K, *lat.shape[1:])
-                valid = torch.zeros(len(e), K, 1, *lat.shape[2:])
-            ctx, valid = push_context(ctx, valid, lat)
-            valid[torch.from_numpy(f < 0), 0] = 0
-        return ctx, valid
+    def lagged_frame(self, data, e, st, idx) -> tuple[torch.Tensor, torch.Tensor]:
+        """``frame`` as a session that kept its memory's render shows it: the lagged render (the
+        memory ``lag`` frames behind) where that covers, the true frame elsewhere, with the render's
+        depth where it covers (the sky's stays unknown)."""
+        rgb, depth = self.frame(data, e, st, idx)
+        mrgb, mcov, mdepth = self.lagged.get(e, st, np.maximum(idx, 0))
+        covered = mcov > 0.5
+        return torch.where(covered, mrgb, rgb), torch.where(covered & (depth > 0), mdepth, depth)
 
-    def context(self, data, e, st, n, K: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The true frames n-K ... n-1 as RGB-D latents, newest first: context (B, K, 80, h, w) and
-        valid (B, K, 1, h, w) (0 before frame 0)."""
+    def context(self, data, e, st, n, K: int, lagged: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """The true frames n-K ... n-1 (``lagged``: as ``lagged_frame`` shows them) as RGB-D latents,
+        newest first: context (B, K, 80, h, w) and valid (B, K, 1, h, w) (0 before frame 0)."""
+        frame = self.lagged_frame if lagged else self.frame
         ctx, valid = None, None
         for f in [n - 1 - j for j in range(K - 1, -1, -1)]:                    # oldest first
-            rgb, depth = self.frame(data, e, st, f)
+            rgb, depth = frame(data, e, st, f)
             lat = as_context(to_latent(frame_image(rgb, depth)))
             if ctx is None:
                 ctx = torch.zeros(len(e), K, *lat.shape[1:])

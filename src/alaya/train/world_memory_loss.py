@@ -106,7 +106,7 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
         lag = ~fixed & (rng.random(B) < cfg.memory_lag_prob)
         if lag.any():                      # a memory (and context) that the last frames added nothing to
             b = torch.from_numpy(lag)
-            ctx[b], valid[b] = mem.lagged_context(data, e[lag], st[lag], n[lag], K)
+            ctx[b], valid[b] = mem.context(data, e[lag], st[lag], n[lag], K, lagged=True)
             mrgb[b], mcov[b], mdepth[b] = shown_render(*mem.lagged.get(e[lag], st[lag], n[lag]), m)
     if fixed.any():
         b = torch.from_numpy(fixed)
