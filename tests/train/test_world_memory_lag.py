@@ -69,7 +69,7 @@ def test_lagged_samples_show_the_lagged_memory_and_context(split):
     shown = shown_render(*mem.lagged.get(e, st, n), TINY)
     for got, want in zip((mrgb, mcov, mdepth), shown):
         torch.testing.assert_close(got, want)
-    want_ctx, want_valid = mem.context(data, e, st, n, TINY.context, lagged=True)
+    want_ctx, want_valid = mem.context(data, e, st, n, TINY.context, np.ones(len(e), bool))
     torch.testing.assert_close(ctx, want_ctx)
     torch.testing.assert_close(valid, want_valid)
     # the newest context frame: the lagged render of frame n-1 where it covers, the true frame elsewhere

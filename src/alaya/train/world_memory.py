@@ -175,22 +175,32 @@ class MemoryEpisodes:
         rgb = data.store[e, st, idx].permute(0, 3, 1, 2).float() / 255
         return rgb, self.depth[e, idx].float()[:, None]
 
-    def lagged_frame(self, data, e, st, idx) -> tuple[torch.Tensor, torch.Tensor]:
-        """``frame`` as a session that kept its memory's render shows it: the lagged render (the
-        memory ``lag`` frames behind) where that covers, the true frame elsewhere, with the render's
-        depth where it covers (the sky's stays unknown)."""
+    def shown_frame(self, data, e, st, idx, lagged: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``frame``, and for the samples ``lagged`` (B,) bool as a session that kept its memory's
+        render shows it: the lagged render (the memory ``lag`` frames behind) where that covers, the
+        true frame elsewhere, with the render's depth where it covers (the sky's stays unknown)."""
         rgb, depth = self.frame(data, e, st, idx)
+        if lagged is None or not lagged.any():
+            return rgb, depth
         mrgb, mcov, mdepth = self.lagged.get(e, st, np.maximum(idx, 0))
-        covered = mcov > 0.5
+        covered = (mcov > 0.5) & torch.from_numpy(lagged).view(-1, 1, 1, 1)
         return torch.where(covered, mrgb, rgb), torch.where(covered & (depth > 0), mdepth, depth)
 
-    def context(self, data, e, st, n, K: int, lagged: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """The true frames n-K ... n-1 (``lagged``: as ``lagged_frame`` shows them) as RGB-D latents,
-        newest first: context (B, K, 80, h, w) and valid (B, K, 1, h, w) (0 before frame 0)."""
-        frame = self.lagged_frame if lagged else self.frame
+    def memory(self, e, st, n, lagged: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rolling memory renders of frames ``n`` (``MemoryRenders.get``), the lagged ones for
+        the samples ``lagged`` (B,) bool."""
+        rgb, cov, depth = self.renders.get(e, st, n)
+        if lagged is not None and lagged.any():
+            b = torch.from_numpy(lagged)
+            rgb[b], cov[b], depth[b] = self.lagged.get(e[lagged], st[lagged], n[lagged])
+        return rgb, cov, depth
+
+    def context(self, data, e, st, n, K: int, lagged: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The true frames n-K ... n-1 (for the samples ``lagged``: as ``shown_frame`` shows them) as
+        RGB-D latents, newest first: context (B, K, 80, h, w) and valid (B, K, 1, h, w) (0 before frame 0)."""
         ctx, valid = None, None
         for f in [n - 1 - j for j in range(K - 1, -1, -1)]:                    # oldest first
-            rgb, depth = frame(data, e, st, f)
+            rgb, depth = self.shown_frame(data, e, st, f, lagged)
             lat = as_context(to_latent(frame_image(rgb, depth)))
             if ctx is None:
                 ctx = torch.zeros(len(e), K, *lat.shape[1:])

@@ -98,16 +98,13 @@ def memory_batch(data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.random.
     fixed = still | reset
     rows = action_rows(data, e, n, m.action_history) * torch.from_numpy(~fixed).view(B, 1, 1).float()
     style = torch.stack([augment_prompt(data.phrasings[k], rng, cfg.text_noise) for k in st])
-    ctx, valid = mem.context(data, e, st, n, K)
-    target = np.where(fixed, n - 1, n)
-    rgb, depth = mem.frame(data, e, st, target)
-    mrgb, mcov, mdepth = shown_render(*mem.renders.get(e, st, n), m)    # as play shows it
+    lag = None                             # a memory (and context) that the last frames added nothing to
     if cfg.memory_lag_prob > 0 and mem.lagged is not None:
         lag = ~fixed & (rng.random(B) < cfg.memory_lag_prob)
-        if lag.any():                      # a memory (and context) that the last frames added nothing to
-            b = torch.from_numpy(lag)
-            ctx[b], valid[b] = mem.context(data, e[lag], st[lag], n[lag], K, lagged=True)
-            mrgb[b], mcov[b], mdepth[b] = shown_render(*mem.lagged.get(e[lag], st[lag], n[lag]), m)
+    ctx, valid = mem.context(data, e, st, n, K, lag)
+    target = np.where(fixed, n - 1, n)
+    rgb, depth = mem.frame(data, e, st, target)
+    mrgb, mcov, mdepth = shown_render(*mem.memory(e, st, n, lag), m)    # as play shows it
     if fixed.any():
         b = torch.from_numpy(fixed)
         prev = to_latent(frame_image(rgb[b], depth[b]))

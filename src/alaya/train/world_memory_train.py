@@ -65,7 +65,7 @@ def train_memory_world(model: WorldModel, cfg) -> WorldModel:
             folder = cache_memory(cfg.data, memory_cfg, data.ids, progress=tc.progress, styles=cfg.memory_styles,
                                   sky_depth=m.memory_sky_depth)
         lagged = None
-        if cfg.memory_lag >= 2:              # rendered here even with memory_cached_only: the episodes trained on
+        if cfg.memory_lag_prob > 0:          # rendered here even with memory_cached_only: the episodes trained on
             lagged = cache_memory(cfg.data, memory_cfg, data.ids, progress=tc.progress, styles=cfg.memory_styles,
                                   sky_depth=m.memory_sky_depth, lag=cfg.memory_lag)
         splits[split] = data, MemoryEpisodes(cfg.data, data.ids, folder, data.shape[2], lagged)
