@@ -179,3 +179,72 @@ def test_a_session_walking_ahead_keeps_its_sky_in_place():
         skies[dome] = out[:8].astype(int)
     assert np.abs(skies[True] - frame[:8]).max() <= 2
     assert np.abs(skies[False] - frame[:8]).mean() > 10
+
+
+def test_extend_draws_the_unseen_sky_by_elevation_and_leaves_out_the_sun():
+    """``extend``: after a turn the side no frame showed is its elevation's seen colour (a sun in
+    the seen sky does not spread); above the highest seen elevation the highest row's colour;
+    below the lowest seen elevation nothing. Without ``extend`` the unseen side stays uncovered."""
+    K = pinhole(64, 70.0)
+    view = LEVEL
+    directions = pixel_directions(K, view, 64, 64)
+    elevation = torch.rad2deg(torch.asin(directions[2])).reshape(64, 64)
+    rgb = torch.zeros(64, 64, 3, dtype=torch.uint8)
+    rgb[..., 0] = (100 + 3 * elevation).round().clamp(0, 255).to(torch.uint8)   # red rises with elevation
+    rgb[..., 2] = 180
+    rgb[10:14, 30:34] = 255                                                   # a sun
+    sky = elevation >= 5.0                                                    # a wall's top below 5 degrees
+    plain, extended = SkyDome(), SkyDome(extend=True)
+    for dome in (plain, extended):
+        assert dome.insert(rgb, sky, K, view) > 0
+    a = math.radians(20)                                                      # ... and looking 20 degrees up
+    pitch = np.eye(4)
+    pitch[[1, 1, 2, 2], [1, 2, 1, 2]] = [math.cos(a), math.sin(a), -math.sin(a), math.cos(a)]
+    turned = torch.tensor(pitch @ walked(view.numpy(), turn_degrees=120.0))   # all of it unseen before
+    got, covered = extended.render(K, turned, 64, 64)
+    assert plain.render(K, turned, 64, 64)[1].sum() == 0
+    e = torch.rad2deg(torch.asin(pixel_directions(K, turned, 64, 64)[2])).reshape(64, 64)
+    seen_top = float(elevation[sky].max())
+    band = (e >= 6.0) & (e <= seen_top - 1.0)
+    assert covered[0][band].all() and not covered[0][e < 4.0].any()
+    red = got[0] * 255
+    assert (red[band] - (100 + 3 * e[band])).abs().max() <= 6.0               # the row's colour, no sun
+    assert (got[2] * 255 - 180).abs()[band].max() <= 1.0
+    above = e > seen_top + 2.0
+    assert above.any() and covered[0][above].all()
+    assert (red[above] - (100 + 3 * seen_top)).abs().max() <= 6.0
+    # a cell the frame saw keeps its own colour: the start view renders back as before
+    a, cov_a = extended.render(K, view, 64, 64)
+    b, cov_b = plain.render(K, view, 64, 64)
+    assert torch.equal(a[:, cov_b[0] > 0], b[:, cov_b[0] > 0])
+
+
+def test_a_session_with_an_extended_dome_keeps_generated_sky_out_of_it():
+    """``memory_sky_extend``: only the start frame's sky goes into the dome; the generated frames'
+    sky does not (their colours are a guess), and the config asks for the dome it extends."""
+    import dataclasses
+
+    from alaya.data.actions import action_vector
+    from alaya.models.world import WorldModel, WorldModelConfig
+    from alaya.runtime.world_session import WorldSession
+    with pytest.raises(ValueError, match="memory_sky_extend"):
+        WorldModelConfig(memory=True, latent_channels=80, memory_sky_depth=25.0, memory_sky_extend=True)
+    config = WorldModelConfig(memory=True, latent_channels=80, widths=(16, 32), emb_dim=32, steps=1,
+                              memory_max_points=5000, memory_sky_depth=25.0, sigma_data=1e-4,
+                              memory_sky_dome=True)
+    rng = np.random.default_rng(5)
+    frame = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    depth = np.full((32, 32), 3.0, np.float32)
+    depth[:12] = 0
+    seen = {}
+    for extend in (True, False):
+        model = WorldModel(dataclasses.replace(config, memory_sky_extend=extend))
+        session = WorldSession(model, size=32, backend="torch")
+        session.reset(frame, depth=depth, pitch=0.0)
+        assert session.memory.dome.extend is extend
+        at_start = int(session.memory.dome.seen.sum())
+        for _ in range(6):
+            session.step(action_vector(0.0, 0.0, 1.0, 0.0, None))            # turning: new sky comes into view
+        seen[extend] = (at_start, int(session.memory.dome.seen.sum()))
+    assert seen[True][1] == seen[True][0]
+    assert seen[False][1] > seen[False][0], seen      # (the untrained model draws sky where it turns)

@@ -42,7 +42,8 @@ wall coming into view joins it one frame later. (The first frame goes in whole.)
 still adds nothing, and walking adds what came into view.
 
 The sky (``sky_dome`` > 0: depths at or beyond it) is not points: it is infinitely far, so a
-``SkyDome`` keeps it by direction, and a render shows it, that far away, where no point covers.
+``SkyDome`` keeps it by direction, and a render shows it, that far away, where no point covers
+(``sky_extend``: also where no frame showed the sky, by its elevation's seen colour).
 
 Bounded: after each insert, points older than ``max_age`` or farther than ``max_distance`` from
 the inserting camera are dropped, and beyond ``max_points`` those with the largest
@@ -84,6 +85,7 @@ class SceneMemoryConfig:
     sky_dome: float = 0.0          # > 0: depths at or beyond this many metres are sky, kept by direction
                                    # in a SkyDome and drawn this far away where no point covers
     sky_cells_per_degree: float = 3.0   # the dome's panorama resolution
+    sky_extend: bool = False       # the dome draws the sky no frame showed too, by elevation (SkyDome.extend)
 
     def __post_init__(self) -> None:
         for name in ("max_points", "max_footprint", "stride"):
@@ -125,7 +127,7 @@ class SceneMemory:
         self.tangents = torch.zeros(0, 6, dtype=torch.float16)   # (N, 6) steps to the right and
                                                                  # lower neighbour, world metres
         c = self.config
-        self.dome = SkyDome(c.sky_cells_per_degree) if c.sky_dome > 0 else None   # the sky, by direction
+        self.dome = SkyDome(c.sky_cells_per_degree, c.sky_extend) if c.sky_dome > 0 else None   # the sky, by direction
 
     def __len__(self) -> int:
         return self.xyz.shape[1]
@@ -180,20 +182,23 @@ class SceneMemory:
         return MemoryView(rgb.T.reshape(3, H, W), coverage.reshape(1, H, W), depth.reshape(1, H, W))
 
     # -- insert and evict ---------------------------------------------------------------------
-    def insert(self, rgb, depth, K, world_to_camera, time: float, see_through: torch.Tensor | None = None) -> int:
+    def insert(self, rgb, depth, K, world_to_camera, time: float, see_through: torch.Tensor | None = None,
+               sky: bool = True) -> int:
         """Add a frame: ``rgb`` (H, W, 3) or (3, H, W), uint8 or floats in [0, 1]; ``depth`` (H, W)
         metres along the view axis (0 = background, not stored); ``K`` (3, 3); ``world_to_camera``
         (4, 4); ``time`` when it was seen (frames or seconds: ``max_age``'s unit). ``see_through``
         (H, W) bool: the pixels whose view may remove points (default: all if the config's
         ``see_through``, else none). With ``sky_dome``, depths at or beyond it are sky: they go
-        into the dome (its cells not seen yet), not into points. Returns how many points were
+        into the dome (its cells not seen yet; not with ``sky`` False, as for a generated frame
+        where the dome extends what was seen), not into points. Returns how many points were
         added (module docstring: what is not added again, what is removed)."""
         rgb, depth = check_frame(rgb, depth)
         K, w2c = check_camera(K, world_to_camera)
         if self.dome is not None:
-            sky = depth >= self.config.sky_dome
-            self.dome.insert(rgb, sky, K, w2c)
-            depth = torch.where(sky, torch.zeros_like(depth), depth)
+            beyond = depth >= self.config.sky_dome
+            if sky:
+                self.dome.insert(rgb, beyond, K, w2c)
+            depth = torch.where(beyond, torch.zeros_like(depth), depth)
         time = float(torch.as_tensor(time, dtype=torch.float64))
         if not torch.isfinite(torch.tensor(time)):
             raise ValueError(f"time: must be finite, got {time!r}")

@@ -18,6 +18,13 @@ A cell keeps its first sight: a session's start
 frame, an observation, is inserted first, and a generated frame only fills the sky it did not
 see, as ``SceneMemory`` keeps points. Fixed size (``cells_per_degree`` 3: 540 x 1080 cells,
 2.3 MB; finer than a 128² frame's pixels, so a view it saw renders back nearly exactly), so it needs no eviction.
+
+``extend``: the sky a frame never showed is drawn too, as its elevation's median over the cells
+seen (rows above the highest seen elevation take that row's; below the lowest seen, nothing). The
+sky of these worlds changes with elevation and hardly with azimuth, and the median leaves out a
+sun; so a turn shows the sky the start frame implies instead of sky the model must invent. A
+session that extends the dome keeps generated frames' sky out of it (``SceneMemory.insert``'s
+``sky``).
 """
 
 from __future__ import annotations
@@ -40,16 +47,18 @@ def pixel_directions(K: torch.Tensor, world_to_camera: torch.Tensor, H: int, W: 
 class SkyDome:
     """An equirectangular panorama of the sky by world direction; see the module docstring."""
 
-    def __init__(self, cells_per_degree: float = 3.0) -> None:
+    def __init__(self, cells_per_degree: float = 3.0, extend: bool = False) -> None:
         if not cells_per_degree > 0:
             raise ValueError(f"cells_per_degree: must be > 0, got {cells_per_degree!r}")
         self.cells_per_degree = float(cells_per_degree)
+        self.extend = bool(extend)
         self.rows, self.cols = math.ceil(180 * self.cells_per_degree), math.ceil(360 * self.cells_per_degree)
         self.clear()
 
     def clear(self) -> None:
         self.rgb = torch.zeros(self.rows * self.cols, 3, dtype=torch.uint8)
         self.seen = torch.zeros(self.rows * self.cols, dtype=torch.bool)
+        self._extended = None              # (rgb, seen) of the extended panorama, until the next insert
 
     @property
     def nbytes(self) -> int:
@@ -104,7 +113,32 @@ class SkyDome:
         cell, pixel = cell[on_sky], pixel[on_sky]
         self.rgb[cell] = rgb.reshape(-1, 3).index_select(0, pixel)
         self.seen[cell] = True
+        self._extended = None
         return len(cell)
+
+    def panorama(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rgb (rows * cols, 3) uint8, known (rows * cols,) bool): the cells seen, and with
+        ``extend`` every cell from straight up down to the lowest seen elevation, the unseen ones
+        their row's median seen colour (a row with none seen: the nearest seen row above it, the
+        highest seen row for the rows above it)."""
+        if not self.extend or not self.seen.any():
+            return self.rgb, self.seen
+        if self._extended is None:
+            seen = self.seen.reshape(self.rows, self.cols)
+            rgb = self.rgb.reshape(self.rows, self.cols, 3)
+            values = rgb.float().masked_fill(~seen[..., None], float("nan"))
+            median = values.nanmedian(dim=1).values                               # (rows, 3), NaN where none seen
+            has = seen.any(1)
+            r = torch.arange(self.rows)
+            seen_rows = has.nonzero().squeeze(1)
+            top, bottom = int(seen_rows[0]), int(seen_rows[-1])
+            source = torch.where(has, r, torch.zeros_like(r)).cummax(0).values  # the nearest seen row at or above
+            source = torch.where(r < top, torch.full_like(r, top), source)
+            fill = median.index_select(0, source).round().clamp(0, 255).to(torch.uint8)
+            unseen = ~seen & (r <= bottom)[:, None]
+            rgb = torch.where(unseen[..., None], fill[:, None, :], rgb)
+            self._extended = rgb.reshape(-1, 3), (seen | unseen).reshape(-1)
+        return self._extended
 
     def _cells_in_view(self, directions: torch.Tensor, margin: int) -> torch.Tensor:
         """(n,) flat indices of the cells in the box of rows and (wrapped) columns that the unit
@@ -129,8 +163,8 @@ class SkyDome:
     def render(self, K, world_to_camera, H: int, W: int, min_weight: float = 0.25
                ) -> tuple[torch.Tensor, torch.Tensor]:
         """(rgb (3, H, W) float32 in [0, 1], coverage (1, H, W)): the panorama sampled bilinearly
-        along each pixel's ray over the seen cells; covered where the seen cells around the ray
-        weigh at least ``min_weight`` (a cell missed between seen ones is filled, the edge of the
+        along each pixel's ray over the seen cells (with ``extend``, the known ones); covered where
+        the seen cells around the ray weigh at least ``min_weight`` (a cell missed between seen ones is filled, the edge of the
         seen sky not smeared outwards). 0 where not covered."""
         K, w2c = check_camera(K, world_to_camera)
         H, W = check_size(H, W)
@@ -139,12 +173,13 @@ class SkyDome:
         r0, c0 = r.floor(), c.floor()
         fr, fc = r - r0, c - c0
         total, weight = torch.zeros(H * W, 3), torch.zeros(H * W)
+        colours, known = self.panorama()
         for dr, dc in ((0, 0), (0, 1), (1, 0), (1, 1)):
             rr = (r0 + dr).clamp(0, self.rows - 1).long()
             cc = ((c0 + dc).long()) % self.cols
             cell = rr * self.cols + cc
-            w = (fr if dr else 1 - fr) * (fc if dc else 1 - fc) * self.seen.index_select(0, cell).float()
-            total += w[:, None] * self.rgb.index_select(0, cell).float()
+            w = (fr if dr else 1 - fr) * (fc if dc else 1 - fc) * known.index_select(0, cell).float()
+            total += w[:, None] * colours.index_select(0, cell).float()
             weight += w
         covered = weight >= min_weight
         rgb = torch.where(covered[:, None], total / (255 * weight.clamp(min=1e-6))[:, None], torch.zeros(()))

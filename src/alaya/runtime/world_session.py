@@ -227,12 +227,13 @@ class WorldSession:
             self.context[:, 0] = z
             self.anchor = z
         self._view, self._covered, self._observed = self.camera_view(), None, None
-        self._insert(z)
+        self._insert(z, observed=True)
         self._still_frame, self._still_view = self._shown, self._view
         self._observed = ObservedFrame(self.K, self._view, self._depth)     # what later frames may not fill
 
-    def _insert(self, z: torch.Tensor) -> None:
-        """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth."""
+    def _insert(self, z: torch.Tensor, observed: bool = False) -> None:
+        """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth; its
+        sky into the dome only if ``observed`` (the start frame) or the dome is not extended."""
         c = self.model.config
         image = to_image(z)[0]
         self._depth = decode_depth(image[3].clamp(0, 1))        # what the camera walks up to (_move_camera)
@@ -240,7 +241,8 @@ class WorldSession:
         rgb, depth, replaced = generated_insert(image, self.K, self._view, self._covered,
                                                 c.memory_floor_clamp, c.memory_sky_depth, c.memory_replace_below,
                                                 c.memory_depth_median, c.memory_depth_outlier, self._observed)
-        self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index, see_through=replaced)
+        self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index, see_through=replaced,
+                           sky=observed or not c.memory_sky_extend)
 
     @torch.no_grad()
     def step_latent(self, action) -> torch.Tensor:

@@ -38,7 +38,8 @@ from alaya.models.student import push_context
 PARTS = ("rgb", "coverage", "depth")
 
 
-_LATER = {"see_through": True, "sky_dome": 0.0, "sky_cells_per_degree": 3.0, "tent": 1.0, "tent_min_radius": 1.0}     # fields added after caches were made count only when not at their default
+_LATER = {"see_through": True, "sky_dome": 0.0, "sky_cells_per_degree": 3.0, "tent": 1.0, "tent_min_radius": 1.0,
+          "sky_extend": False}     # fields added after caches were made count only when not at their default
 
 
 def memory_key(config: SceneMemoryConfig, sky_depth: float = 0.0, lag: int = 1) -> str:
