@@ -110,6 +110,9 @@ class WorldModelConfig:
                                          # 1 blends a sub-pixel shift like bilinear resampling, 0.5 keeps it sharp)
     memory_sky_dome: bool = False        # with memory_sky_depth: the sky kept by direction (SkyDome: it
                                          # turns with the view, walking does not move it), not as points
+    memory_wall_margin: float = 0.0      # > 0: play draws the walkable region's border as walls this many
+                                         # metres beyond its edges where the memory has nothing nearer
+                                         # (RegionWalls; a session with a region and a start view)
     memory_sky_extend: bool = False      # with memory_sky_dome: the sky no frame showed drawn by its elevation's
                                          # seen colour (SkyDome.extend), and a generated frame's sky kept out of it
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest
@@ -157,6 +160,8 @@ class WorldModelConfig:
             raise ValueError(f"memory_hole_base must be one of {HOLE_BASES}, got {self.memory_hole_base!r}")
         if self.memory_sky_dome and not self.memory_sky_depth > 0:
             raise ValueError("memory_sky_dome: the dome is drawn memory_sky_depth away; set memory_sky_depth > 0")
+        if not (math.isfinite(self.memory_wall_margin) and self.memory_wall_margin >= 0):
+            raise ValueError(f"memory_wall_margin: metres >= 0 (0: off), got {self.memory_wall_margin!r}")
         if self.memory_sky_extend and not self.memory_sky_dome:
             raise ValueError("memory_sky_extend: extends the sky dome; set memory_sky_dome")
 

@@ -1,0 +1,165 @@
+"""The walkable region's border as walls: what a turn towards a border the memory never saw shows.
+
+::
+
+    walls = RegionWalls(region, margin=0.6)               # region: WalkableRegion, its world's floor z = 0
+    walls.learn(memory_xyz, memory_rgb)                   # the start frame's points, region world
+    rgb, coverage, depth = walls.draw(rgb, coverage, depth, K, world_to_camera)   # over a memory render
+
+The recordings say where players can stand (``WalkableRegion``), and a game keeps its players a
+little way from its border walls; so the border stands ``margin`` metres beyond the region's
+edges. A session's memory holds only what its frames showed: a turn towards a border the start
+frame did not show is a hole, and the one-step network draws open ground there, which the camera
+then faces for the rest of the minute while the game shows the wall close up.
+
+``learn`` makes each edge's wall texture from the points near its plane (``margin`` - 0.3 m to
+``margin`` + 1 m out, above the floor; a point near two, at a corner, goes to the nearer): binned over (metres along the edge, height) into
+``texel``-metre texels, each the mean colour of its points, empty texels filled from their
+neighbours; the wall's top is the points' 95th height percentile. A wall no points show (fewer than 30, or over less than 0.5 m) borrows
+the best-seen wall's texture and the seen walls' median top (a border's material is unknown
+there; the seen one's colour and grain are the best guess). ``draw``: where a pixel's ray leaves
+the grown region between the floor and that wall's top, and the render has no point there or one
+more than 0.5 m beyond the wall, the pixel shows the texel the ray meets (tiled along the edge,
+nearest texel: the texture's edges stay crisp), at the wall's depth, as covered. The network then
+refines a wall where it would have invented a field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from alaya.data.walkable_region import WalkableRegion
+from alaya.models.memory_checks import check_camera
+from alaya.models.sky_dome import pixel_directions
+
+NEAR_WALL = (-0.3, 1.0)     # metres beyond the wall plane (the grown edge) whose points make its texture
+BEYOND = 0.5                # metres: a memory point this far behind the wall is hidden by it
+MIN_POINTS = 30             # points that make a wall seen ...
+MIN_SPAN = 0.5              # ... over at least this many metres along it
+
+
+@dataclass(frozen=True)
+class WallTexture:
+    texels: np.ndarray      # (rows, cols, 3) float32 in [0, 1]; row 0 at the floor
+    u0: float               # metres along the edge (from its first vertex) where column 0 starts
+    top: float              # metres above the floor
+    points: int             # the points it was made from (0: borrowed from the best-seen wall)
+
+
+def _fill_empty(texels: np.ndarray) -> np.ndarray:
+    """NaN texels (rows, cols, 3) take their known neighbours' mean, pass by pass; any left, the median."""
+    t = texels.copy()
+    for _ in range(max(t.shape[:2])):
+        missing = np.isnan(t[..., 0])
+        if not missing.any():
+            break
+        p = np.pad(t, ((1, 1), (1, 1), (0, 0)), constant_values=np.nan)
+        around = np.stack([p[:-2, 1:-1], p[2:, 1:-1], p[1:-1, :-2], p[1:-1, 2:]])
+        known = ~np.isnan(around[..., :1])
+        mean = np.where(known, around, 0).sum(0) / np.maximum(known.sum(0), 1)
+        t = np.where(missing[..., None] & known.any(0), mean, t)
+    return np.where(np.isnan(t), np.nanmedian(t.reshape(-1, 3), 0), t).astype(np.float32)
+
+
+class RegionWalls:
+    """Walls ``margin`` metres beyond a ``WalkableRegion``'s edges; see the module docstring."""
+
+    def __init__(self, region: WalkableRegion, margin: float = 0.6, texel: float = 0.12) -> None:
+        if not (np.isfinite(margin) and margin >= 0):
+            raise ValueError(f"margin: metres >= 0, got {margin!r}")
+        if not (np.isfinite(texel) and texel > 0):
+            raise ValueError(f"texel: metres > 0, got {texel!r}")
+        self.margin, self.texel = float(margin), float(texel)
+        a = np.asarray(region.hull, np.float64)
+        e = np.roll(a, -1, 0) - a
+        self.start = a                                                     # (M, 2) each edge's first vertex
+        self.along = e / np.linalg.norm(e, axis=1, keepdims=True)          # (M, 2) unit, counter-clockwise
+        self.out = np.stack([self.along[:, 1], -self.along[:, 0]], 1)      # (M, 2) outward normals
+        self.offset = np.einsum("mk,mk->m", self.out, a) + self.margin     # wall plane: out . p = offset
+        self.walls: list[WallTexture] | None = None
+
+    def learn(self, xyz, rgb) -> int:
+        """Each wall's texture from points ``xyz`` (3, N) in the region's world (metres, z up from
+        its floor) with colours ``rgb`` (N, 3) uint8; returns how many walls the points show (0:
+        ``draw`` draws nothing)."""
+        xyz = np.asarray(xyz, np.float64)
+        rgb = np.asarray(rgb)
+        if xyz.ndim != 2 or xyz.shape[0] != 3 or rgb.shape != (xyz.shape[1], 3):
+            raise ValueError(f"xyz, rgb: expected (3, N) and (N, 3), got {xyz.shape} and {rgb.shape}")
+        colours = rgb.astype(np.float32) / 255
+        beyond = self.out @ xyz[:2] - self.offset[:, None]                 # (M, N) metres beyond each wall
+        nearest = np.abs(beyond).argmin(0) if len(beyond) else beyond      # a corner's points: the nearer wall's
+        seen: list[WallTexture | None] = []
+        for m in range(len(self.start)):
+            near = (nearest == m) & (beyond[m] > NEAR_WALL[0]) & (beyond[m] < NEAR_WALL[1]) \
+                & (xyz[2] > 0.05) & (xyz[2] < 6.0)
+            if near.sum() < MIN_POINTS:
+                seen.append(None)
+                continue
+            u = self.along[m] @ (xyz[:2, near] - self.start[m][:, None])
+            z = xyz[2, near]
+            top = float(np.percentile(z, 95))
+            u0, u1 = np.percentile(u, [1, 99])
+            if u1 - u0 < MIN_SPAN:
+                seen.append(None)
+                continue
+            cols, rows = int((u1 - u0) / self.texel) + 1, int(top / self.texel) + 1
+            iu = np.clip(((u - u0) / self.texel).astype(int), 0, cols - 1)
+            iz = np.clip((z / self.texel).astype(int), 0, rows - 1)
+            total, count = np.zeros((rows, cols, 3)), np.zeros((rows, cols))
+            np.add.at(total, (iz, iu), colours[near])
+            np.add.at(count, (iz, iu), 1)
+            texels = np.where(count[..., None] > 0, total / np.maximum(count, 1)[..., None], np.nan)
+            seen.append(WallTexture(_fill_empty(texels), float(u0), top, int(near.sum())))
+        known = [w for w in seen if w is not None]
+        if not known:
+            self.walls = None
+            return 0
+        best = max(known, key=lambda w: w.points)
+        top = float(np.median([w.top for w in known]))
+        self.walls = [w if w is not None else WallTexture(best.texels, best.u0, top, 0) for w in seen]
+        return len(known)
+
+    def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, world_to_camera
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A render (rgb (1, 3, H, W), coverage (1, 1, H, W), depth (1, 1, H, W) metres) from the
+        camera ``K`` (3, 3), ``world_to_camera`` (4, 4) in the region's world, with the walls drawn
+        where its rays meet them and it has no nearer point (new tensors; the same when nothing is drawn)."""
+        if self.walls is None:
+            return rgb, coverage, depth
+        K, w2c = check_camera(K, world_to_camera)
+        H, W = rgb.shape[-2:]
+        d = pixel_directions(K, w2c, H, W).double().numpy()                # (3, HW) region world
+        eye = (-w2c[:3, :3].T @ w2c[:3, 3]).numpy()
+        toward = self.out @ d[:2]                                          # (M, HW)
+        gap = (self.offset - self.out @ eye[:2])[:, None]
+        t = np.where(toward > 1e-6, gap / np.maximum(toward, 1e-6), np.inf)   # ray length to each wall plane
+        edge, t = t.argmin(0), t.min(0)
+        z = eye[2] + t * d[2]
+        tops = np.array([w.top for w in self.walls])[edge]
+        along_view = t * (-w2c[2, :3].numpy() @ d)                          # depth along the view axis
+        covered = coverage.reshape(-1).numpy() > 0.5
+        behind = depth.reshape(-1).numpy() > along_view + BEYOND
+        take = np.isfinite(t) & (z >= 0) & (z <= tops) & (~covered | behind)
+        if not take.any():
+            return rgb, coverage, depth
+        i = np.nonzero(take)[0]
+        hit = eye[:2, None] + t[i] * d[:2, i]
+        colours = np.zeros((len(i), 3), np.float32)
+        for m in np.unique(edge[i]):
+            on = edge[i] == m
+            wall = self.walls[m]
+            rows, cols = wall.texels.shape[:2]
+            u = self.along[m] @ (hit[:, on] - self.start[m][:, None])
+            iu = np.floor((u - wall.u0) / self.texel).astype(int) % cols
+            iz = np.clip(np.floor(z[i][on] / self.texel).astype(int), 0, rows - 1)
+            colours[on] = wall.texels[iz, iu]
+        at = torch.from_numpy(i)
+        rgb, coverage, depth = rgb.clone(), coverage.clone(), depth.clone()
+        rgb.view(3, -1)[:, at] = torch.from_numpy(colours.T).to(rgb.dtype)
+        coverage.view(-1)[at] = 1.0
+        depth.view(-1)[at] = torch.from_numpy(along_view[i]).to(depth.dtype)
+        return rgb, coverage, depth

@@ -1,0 +1,125 @@
+"""The walkable region's border as walls (``alaya.models.region_walls``): a seen wall's texture
+comes back where a view meets that wall, a wall never seen borrows it, and nothing is drawn over
+the floor, above the wall's top or over memory nearer than the wall."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.data.walkable_region import WalkableRegion
+from alaya.models.region_walls import RegionWalls
+from alaya.models.view_warp import pinhole
+
+SIZE = 64
+EYE = 1.4
+SQUARE = 0.48          # metres: the seen wall's checker (4 texels of 0.12 m)
+
+
+def level_view(yaw_degrees: float) -> torch.Tensor:
+    """world_to_camera of a level camera at (0, 0, EYE) looking along the floor direction at yaw (z up)."""
+    a = math.radians(yaw_degrees)
+    forward = np.array([math.cos(a), math.sin(a), 0.0])
+    right = np.array([math.sin(a), -math.cos(a), 0.0])
+    up = np.array([0.0, 0.0, 1.0])
+    R = np.stack([right, up, -forward])                   # camera x right, y up, looking down -z
+    view = np.eye(4)
+    view[:3, :3] = R
+    view[:3, 3] = -R @ np.array([0.0, 0.0, EYE])
+    return torch.from_numpy(view)
+
+
+def checker(u: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """(N, 3) uint8: red and blue squares over (along, height)."""
+    red = ((np.floor(u / SQUARE) + np.floor(z / SQUARE)) % 2 == 0)[:, None]
+    return np.where(red, [[200, 40, 30]], [[30, 40, 200]]).astype(np.uint8)
+
+
+@pytest.fixture()
+def walls() -> RegionWalls:
+    """A 4 x 4 m region, walls 0.5 m beyond it; the points show the wall at x = +2.5 (1.8 m high)."""
+    w = RegionWalls(WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]])), margin=0.5)
+    y, z = np.meshgrid(np.arange(-2.5, 2.5, 0.03), np.arange(0.06, 1.8, 0.03))
+    xyz = np.stack([np.full(y.size, 2.5), y.ravel(), z.ravel()])
+    assert w.learn(xyz, checker(y.ravel(), z.ravel())) == 1
+    return w
+
+
+def empty_render():
+    return torch.zeros(1, 3, SIZE, SIZE), torch.zeros(1, 1, SIZE, SIZE), torch.zeros(1, 1, SIZE, SIZE)
+
+
+def wall_pixels(view: torch.Tensor, K: torch.Tensor, distance: float, top: float, slack: float = -0.02) -> np.ndarray:
+    """(H, W) bool: the pixels whose ray meets the plane ``distance`` ahead between the floor and
+    ``top`` (each bound moved out by ``slack`` metres: < 0 in from the edges' rounding, > 0 out)."""
+    v, u = np.meshgrid(np.arange(SIZE) + 0.5, np.arange(SIZE) + 0.5, indexing="ij")
+    y_cam = -(v - K[1, 2].item()) / K[1, 1].item()          # height per metre ahead, camera y up
+    z = EYE + distance * y_cam
+    return (z > -slack) & (z < top + slack)
+
+
+def test_a_seen_wall_comes_back_where_the_view_meets_it(walls):
+    K = pinhole(SIZE, 70.0)
+    view = level_view(0.0)                                   # looking along +x, at the seen wall
+    rgb, cov, depth = walls.draw(*empty_render(), K, view)
+    top = walls.walls[0].top if walls.walls[0].points else max(w.top for w in walls.walls)
+    expect = wall_pixels(view, K, 2.5, top)
+    got = cov[0, 0].numpy() > 0
+    assert expect.sum() > SIZE * SIZE * 0.3
+    assert got[expect].all() and not got[~wall_pixels(view, K, 2.5, top, slack=0.06)].any()
+    assert torch.allclose(depth[0, 0][torch.from_numpy(expect)], torch.tensor(2.5, dtype=torch.float32), atol=1e-4)
+    # the colour is the checker where the ray meets the wall (nearest texel: all but the squares' edges)
+    v, u = np.meshgrid(np.arange(SIZE) + 0.5, np.arange(SIZE) + 0.5, indexing="ij")
+    along = -2.5 * (u - K[0, 2].item()) / K[0, 0].item()      # looking along +x, camera right is -y
+    height = EYE - 2.5 * (v - K[1, 2].item()) / K[1, 1].item()
+    # (a texel's colour is the mean of its points: away from the squares' edges by more than a texel)
+    edge_u = np.abs((along / SQUARE + 0.5) % 1 - 0.5) * SQUARE
+    edge_z = np.abs((height / SQUARE + 0.5) % 1 - 0.5) * SQUARE
+    inner = expect & (edge_u > walls.texel) & (edge_z > walls.texel)
+    assert inner.sum() > 100
+    true = checker(along[inner], height[inner]).astype(np.float32) / 255
+    drawn = rgb[0].permute(1, 2, 0).numpy()[inner]
+    assert (np.abs(drawn - true).max(1) < 0.05).mean() > 0.95
+
+
+def test_a_wall_never_seen_borrows_the_seen_texture_and_top(walls):
+    K = pinhole(SIZE, 70.0)
+    seen = walls.walls[[w.points > 0 for w in walls.walls].index(True)]
+    for yaw in (90.0, 180.0, 270.0):
+        rgb, cov, depth = walls.draw(*empty_render(), K, level_view(yaw))
+        expect = wall_pixels(level_view(yaw), K, 2.5, seen.top)
+        assert (cov[0, 0].numpy() > 0)[expect].all()
+        colours = rgb[0].permute(1, 2, 0).numpy()[expect]
+        assert (colours[:, 0] > 0.6).mean() > 0.3 and (colours[:, 2] > 0.6).mean() > 0.3   # red and blue squares
+
+
+def test_nearer_memory_stays_and_memory_beyond_the_wall_gives_way(walls):
+    K = pinhole(SIZE, 70.0)
+    rgb, cov, depth = empty_render()
+    rgb[:, 1] = 1.0
+    cov[:] = 1.0
+    depth[..., :, : SIZE // 2] = 1.5                         # nearer than the wall: a body in front
+    depth[..., :, SIZE // 2:] = 9.0                          # beyond it: the memory's far field
+    out_rgb, out_cov, out_depth = walls.draw(rgb, cov, depth, K, level_view(0.0))
+    wall = torch.from_numpy(wall_pixels(level_view(0.0), K, 2.5, walls.walls[0].top))
+    left, right = wall.clone(), wall.clone()
+    left[:, SIZE // 2:] = False
+    right[:, : SIZE // 2] = False
+    assert torch.equal(out_rgb[0][:, left], rgb[0][:, left]) and (out_depth[0, 0][left] == 1.5).all()
+    assert (out_depth[0, 0][right] - 2.5).abs().max() < 1e-4 and (out_rgb[0, 1][right] < 1.0).all()
+    assert out_rgb is not rgb and rgb[0, 1].eq(1.0).all()     # the input is not written
+
+
+def test_no_wall_seen_draws_nothing_and_bad_input_names_the_field():
+    region = WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]]))
+    w = RegionWalls(region, margin=0.5)
+    assert w.learn(np.zeros((3, 10)), np.zeros((10, 3), np.uint8)) == 0
+    r = empty_render()
+    assert all(a is b for a, b in zip(w.draw(*r, pinhole(SIZE, 70.0), level_view(0.0)), r))
+    with pytest.raises(ValueError, match="margin"):
+        RegionWalls(region, margin=-1.0)
+    with pytest.raises(ValueError, match="texel"):
+        RegionWalls(region, texel=0.0)
+    with pytest.raises(ValueError, match="xyz"):
+        w.learn(np.zeros((2, 10)), np.zeros((10, 3), np.uint8))
