@@ -123,3 +123,60 @@ def test_no_wall_seen_draws_nothing_and_bad_input_names_the_field():
         RegionWalls(region, texel=0.0)
     with pytest.raises(ValueError, match="xyz"):
         w.learn(np.zeros((2, 10)), np.zeros((10, 3), np.uint8))
+
+
+class _Turn(torch.nn.Module):
+    """A stand-in learned camera: every row turns the camera 10 degrees about the world's up."""
+
+    def __init__(self):
+        super().__init__()
+        from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
+        self.motion = CameraMotion(CameraMotionConfig(fov_y_degrees=50.0))
+
+    def initial_state(self, world_to_camera=None, **kw):
+        self.up = world_to_camera[:3, 2].clone()                 # world z in camera axes
+        return self.motion.initial_state(world_to_camera=world_to_camera)
+
+    def step(self, row, state):
+        from alaya.models.camera_geometry import twist_to_matrix
+        return twist_to_matrix(torch.cat([self.up * math.radians(10.0), torch.zeros(3)])[None])[0], state
+
+    def intrinsics(self, H, W):
+        return self.motion.intrinsics(H, W)
+
+    def stop_distance(self):
+        return self.motion.stop_distance()
+
+
+def test_a_session_turned_to_a_border_it_never_saw_shows_a_wall():
+    """``memory_wall_margin``: a session whose start frame shows the border wall 1.5 m ahead,
+    turned round to the far border it never saw, shows a wall where that border stands (a band at
+    the horizon at its depth, 11.5 m away, in the seen wall's colours); with the margin 0 the
+    start frame's stale 1.5 m stays there."""
+    import dataclasses
+
+    from alaya.runtime.world_session import WorldSession
+    from tiny_memory import still_model
+    region = WalkableRegion(np.array([[-6.0, -6.0], [6.0, -6.0], [6.0, 6.0], [-6.0, 6.0]]))
+    start = level_view(0.0)
+    start[:3, 3] = -start[:3, :3] @ torch.tensor([5.0, 0.0, EYE], dtype=torch.float64)   # at (5, 0), facing +x
+    depth = np.full((32, 32), 1.5, np.float32)
+    depth[:8] = 0                                                  # sky above the wall
+    K = pinhole(32, 50.0).numpy()
+    v, u = np.meshgrid(np.arange(32) + 0.5, np.arange(32) + 0.5, indexing="ij")
+    frame = checker((-1.5 * (u - K[0, 2]) / K[0, 0]).ravel(), (EYE - 1.5 * (v - K[1, 2]) / K[1, 1]).ravel())
+    frame = frame.reshape(32, 32, 3)
+    frame[:8] = 220
+    shown, far = {}, {}
+    for margin in (0.5, 0.0):
+        model = still_model()
+        model.config = dataclasses.replace(model.config, memory_wall_margin=margin)
+        session = WorldSession(model, size=32, backend="torch", camera_motion=_Turn(), region=region)
+        session.reset(frame, depth=depth, view=start.numpy(), pitch=0.0)
+        for _ in range(18):
+            out = session.step(np.zeros(8, np.float32))
+        shown[margin] = out.astype(np.float32)
+        far[margin] = session._depth.numpy()                      # the shown frame's depth (metres)
+    assert np.abs(shown[0.5][16:19] - shown[0.0][16:19]).mean() > 30
+    assert np.abs(far[0.5][16:19] / 11.5 - 1).max() < 0.1          # the wall's depth, 11.5 m along the view axis
+    assert (np.abs(far[0.0][16:19] / 11.5 - 1) > 0.5).all()        # without: the stale start frame's 1.5 m
