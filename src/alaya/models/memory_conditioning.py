@@ -344,7 +344,8 @@ def shown_render(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor,
 def memory_config(config, **overrides) -> SceneMemoryConfig:
     """The scene memory's config from a ``WorldModelConfig``: its capacity, insert stride, colour
     blend (``memory_tent``, ``memory_tent_min_radius``) and sky dome (``memory_sky_dome``: drawn
-    ``memory_sky_depth`` away; ``memory_sky_extend``); ``overrides`` set other fields. The cached training renders and play share it."""
+    ``memory_sky_depth`` away; ``memory_sky_extend``); ``overrides`` set other fields. The cached
+    training renders and play share it."""
     dome = config.memory_sky_depth if config.memory_sky_dome else 0.0
     return SceneMemoryConfig(**{"max_points": config.memory_max_points, "stride": config.memory_stride,
                                 "tent": config.memory_tent, "tent_min_radius": config.memory_tent_min_radius,

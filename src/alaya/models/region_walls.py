@@ -13,12 +13,13 @@ frame did not show is a hole, and the one-step network draws open ground there, 
 then faces for the rest of the minute while the game shows the wall close up.
 
 ``learn`` makes each edge's wall texture from the points near its plane (``margin`` - 0.3 m to
-``margin`` + 1 m out, above the floor; a point near two, at a corner, goes to the nearer): binned over (metres along the edge, height) into
-``texel``-metre texels, each the mean colour of its points, empty texels filled from their
-neighbours; the wall's top is the points' 95th height percentile. A wall no points show (fewer than 30, or over less than 0.5 m) borrows
-the best-seen wall's texture and the seen walls' median top (a border's material is unknown
-there; the seen one's colour and grain are the best guess). ``draw``: where a pixel's ray leaves
-the grown region between the floor and that wall's top, and the render has no point there or one
+``margin`` + 1 m out, above the floor; a point near two, at a corner, goes to the nearer):
+binned over (metres along the edge, height) into ``texel``-metre texels, each the mean colour of
+its points, empty texels filled from their neighbours; the wall's top is the points' 95th
+height percentile. A wall no points show (fewer than 30, or over less than 0.5 m) borrows the
+best-seen wall's texture and the seen walls' median top (a border's material is unknown there;
+the seen one's colour and grain are the best guess). ``draw``: where a pixel's ray leaves the
+grown region between the floor and that wall's top, and the render has no point there or one
 more than 0.5 m beyond the wall, the pixel shows the texel the ray meets (tiled along the edge,
 nearest texel: the texture's edges stay crisp), at the wall's depth, as covered. The network then
 refines a wall where it would have invented a field.
@@ -127,7 +128,8 @@ class RegionWalls:
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A render (rgb (1, 3, H, W), coverage (1, 1, H, W), depth (1, 1, H, W) metres) from the
         camera ``K`` (3, 3), ``world_to_camera`` (4, 4) in the region's world, with the walls drawn
-        where its rays meet them and it has no nearer point (new tensors; the same when nothing is drawn)."""
+        where its rays meet them and it has no nearer point (new tensors; the same ones when
+        nothing is drawn)."""
         if self.walls is None:
             return rgb, coverage, depth
         K, w2c = check_camera(K, world_to_camera)
