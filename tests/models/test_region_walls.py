@@ -94,6 +94,17 @@ def test_a_wall_never_seen_borrows_the_seen_texture_and_top(walls):
         assert (colours[:, 0] > 0.6).mean() > 0.3 and (colours[:, 2] > 0.6).mean() > 0.3   # red and blue squares
 
 
+def test_without_borrow_a_wall_never_seen_is_not_drawn(walls):
+    K = pinhole(SIZE, 70.0)
+    own = RegionWalls(WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]])), margin=0.5,
+                      borrow=False)
+    y, z = np.meshgrid(np.arange(-2.5, 2.5, 0.03), np.arange(0.06, 1.8, 0.03))
+    assert own.learn(np.stack([np.full(y.size, 2.5), y.ravel(), z.ravel()]), checker(y.ravel(), z.ravel())) == 1
+    assert own.draw(*empty_render(), K, level_view(180.0))[1].sum() == 0
+    seen = own.draw(*empty_render(), K, level_view(0.0))
+    assert torch.equal(seen[0], walls.draw(*empty_render(), K, level_view(0.0))[0])   # the seen wall as before
+
+
 def test_nearer_memory_stays_and_memory_beyond_the_wall_gives_way(walls):
     K = pinhole(SIZE, 70.0)
     rgb, cov, depth = empty_render()

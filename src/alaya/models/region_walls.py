@@ -17,8 +17,8 @@ then faces for the rest of the minute while the game shows the wall close up.
 binned over (metres along the edge, height) into ``texel``-metre texels, each the mean colour of
 its points, empty texels filled from their neighbours; the wall's top is the points' 95th
 height percentile. A wall no points show (fewer than 30, or over less than 0.5 m) borrows the
-best-seen wall's texture and the seen walls' median top (a border's material is unknown there;
-the seen one's colour and grain are the best guess). ``draw``: where a pixel's ray leaves the
+best-seen wall's texture and the seen walls' median top with ``borrow`` (a border's material is
+unknown there; the seen one's colour and grain are the best guess), else it is not drawn. ``draw``: where a pixel's ray leaves the
 grown region between the floor and that wall's top, and the render has no point there or one
 more than 0.5 m beyond the wall, the pixel shows the texel the ray meets (tiled along the edge,
 nearest texel: the texture's edges stay crisp), at the wall's depth, as covered. The network then
@@ -68,12 +68,13 @@ def _fill_empty(texels: np.ndarray) -> np.ndarray:
 class RegionWalls:
     """Walls ``margin`` metres beyond a ``WalkableRegion``'s edges; see the module docstring."""
 
-    def __init__(self, region: WalkableRegion, margin: float = 0.6, texel: float = 0.12) -> None:
+    def __init__(self, region: WalkableRegion, margin: float = 0.6, texel: float = 0.12,
+                 borrow: bool = True) -> None:
         if not (np.isfinite(margin) and margin >= 0):
             raise ValueError(f"margin: metres >= 0, got {margin!r}")
         if not (np.isfinite(texel) and texel > 0):
             raise ValueError(f"texel: metres > 0, got {texel!r}")
-        self.margin, self.texel = float(margin), float(texel)
+        self.margin, self.texel, self.borrow = float(margin), float(texel), bool(borrow)
         a = np.asarray(region.hull, np.float64)
         e = np.roll(a, -1, 0) - a
         self.start = a                                                     # (M, 2) each edge's first vertex
@@ -120,7 +121,7 @@ class RegionWalls:
             self.walls = None
             return 0
         best = max(known, key=lambda w: w.points)
-        top = float(np.median([w.top for w in known]))
+        top = float(np.median([w.top for w in known])) if self.borrow else -1.0   # (-1: below the floor, not drawn)
         self.walls = [w if w is not None else WallTexture(best.texels, best.u0, top, 0) for w in seen]
         return len(known)
 

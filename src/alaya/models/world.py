@@ -113,6 +113,8 @@ class WorldModelConfig:
     memory_wall_margin: float = 0.0      # > 0: play draws the walkable region's border as walls this many
                                          # metres beyond its edges where the memory has nothing nearer
                                          # (RegionWalls; a session with a region and a start view)
+    memory_wall_borrow: bool = True      # ... a border the start frame did not show drawn in the best-seen
+                                         # one's texture (RegionWalls.borrow), else not drawn
     memory_sky_extend: bool = False      # with memory_sky_dome: the sky no frame showed drawn by its elevation's
                                          # seen colour (SkyDome.extend), and a generated frame's sky kept out of it
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest

@@ -176,7 +176,7 @@ class WorldSession:
                 self._to_region = torch.linalg.inv(view) @ self._motion_view.double()   # session world -> region's
             self._walls = None
             if self._to_region is not None and c.memory_wall_margin > 0:   # the border as walls (RegionWalls)
-                self._walls = RegionWalls(self.region, c.memory_wall_margin)
+                self._walls = RegionWalls(self.region, c.memory_wall_margin, borrow=c.memory_wall_borrow)
                 R = self._to_region.float()
                 self._walls.learn((R[:3, :3] @ self.memory.xyz + R[:3, 3:]).numpy(), self.memory.rgb.numpy())
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
