@@ -349,7 +349,7 @@ def memory_config(config, **overrides) -> SceneMemoryConfig:
     dome = config.memory_sky_depth if config.memory_sky_dome else 0.0
     return SceneMemoryConfig(**{"max_points": config.memory_max_points, "stride": config.memory_stride,
                                 "tent": config.memory_tent, "tent_min_radius": config.memory_tent_min_radius,
-                                "sky_dome": dome, "sky_extend": bool(dome and config.memory_sky_extend), **overrides})
+                                "sky_dome": dome, "sky_extend": config.memory_sky_extend, **overrides})
 
 
 def session_memory(config) -> SceneMemory:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from alaya.data.walkable_region import WalkableRegion
+from alaya.models.camera_constraints import camera_centre
 from alaya.models.memory_checks import check_camera
 from alaya.models.sky_dome import pixel_directions
 
@@ -93,7 +94,7 @@ class RegionWalls:
             raise ValueError(f"xyz, rgb: expected (3, N) and (N, 3), got {xyz.shape} and {rgb.shape}")
         colours = rgb.astype(np.float32) / 255
         beyond = self.out @ xyz[:2] - self.offset[:, None]                 # (M, N) metres beyond each wall
-        nearest = np.abs(beyond).argmin(0) if len(beyond) else beyond      # a corner's points: the nearer wall's
+        nearest = np.abs(beyond).argmin(0)                                 # a corner's points: the nearer wall's
         seen: list[WallTexture | None] = []
         for m in range(len(self.start)):
             near = (nearest == m) & (beyond[m] > NEAR_WALL[0]) & (beyond[m] < NEAR_WALL[1]) \
@@ -136,7 +137,7 @@ class RegionWalls:
         K, w2c = check_camera(K, world_to_camera)
         H, W = rgb.shape[-2:]
         d = pixel_directions(K, w2c, H, W).double().numpy()                # (3, HW) region world
-        eye = (-w2c[:3, :3].T @ w2c[:3, 3]).numpy()
+        eye = camera_centre(w2c).numpy()
         toward = self.out @ d[:2]                                          # (M, HW)
         gap = (self.offset - self.out @ eye[:2])[:, None]
         t = np.where(toward > 1e-6, gap / np.maximum(toward, 1e-6), np.inf)   # ray length to each wall plane

@@ -183,20 +183,21 @@ class SceneMemory:
 
     # -- insert and evict ---------------------------------------------------------------------
     def insert(self, rgb, depth, K, world_to_camera, time: float, see_through: torch.Tensor | None = None,
-               sky: bool = True) -> int:
+               observed: bool = True) -> int:
         """Add a frame: ``rgb`` (H, W, 3) or (3, H, W), uint8 or floats in [0, 1]; ``depth`` (H, W)
         metres along the view axis (0 = background, not stored); ``K`` (3, 3); ``world_to_camera``
         (4, 4); ``time`` when it was seen (frames or seconds: ``max_age``'s unit). ``see_through``
         (H, W) bool: the pixels whose view may remove points (default: all if the config's
         ``see_through``, else none). With ``sky_dome``, depths at or beyond it are sky: they go
-        into the dome (its cells not seen yet; not with ``sky`` False, as for a generated frame
-        where the dome extends what was seen), not into points. Returns how many points were
+        into the dome (its cells not seen yet; with ``sky_extend``, only from an ``observed``
+        frame: a generated frame's sky is a guess where the dome already extends what was
+        seen), not into points. Returns how many points were
         added (module docstring: what is not added again, what is removed)."""
         rgb, depth = check_frame(rgb, depth)
         K, w2c = check_camera(K, world_to_camera)
         if self.dome is not None:
             beyond = depth >= self.config.sky_dome
-            if sky:
+            if observed or not self.config.sky_extend:
                 self.dome.insert(rgb, beyond, K, w2c)
             depth = torch.where(beyond, torch.zeros_like(depth), depth)
         time = float(torch.as_tensor(time, dtype=torch.float64))

@@ -24,7 +24,7 @@ seen (rows above the highest seen elevation take that row's; below the lowest se
 sky of these worlds changes with elevation and hardly with azimuth, and the median leaves out a
 sun; so a turn shows the sky the start frame implies instead of sky the model must invent. A
 session that extends the dome keeps generated frames' sky out of it (``SceneMemory.insert``'s
-``sky``).
+``observed``).
 """
 
 from __future__ import annotations

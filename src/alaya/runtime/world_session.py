@@ -177,6 +177,7 @@ class WorldSession:
             self._walls = None
             if self._to_region is not None and c.memory_wall_margin > 0:   # the border as walls (RegionWalls)
                 self._walls = RegionWalls(self.region, c.memory_wall_margin, borrow=c.memory_wall_borrow)
+                self._from_region = torch.linalg.inv(self._to_region)
                 R = self._to_region.float()
                 self._walls.learn((R[:3, :3] @ self.memory.xyz + R[:3, 3:]).numpy(), self.memory.rgb.numpy())
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
@@ -238,8 +239,8 @@ class WorldSession:
         self._observed = ObservedFrame(self.K, self._view, self._depth)     # what later frames may not fill
 
     def _insert(self, z: torch.Tensor, observed: bool = False) -> None:
-        """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth; its
-        sky into the dome only if ``observed`` (the start frame) or the dome is not extended."""
+        """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth
+        (``observed``: the start frame; a generated one's sky stays out of an extending dome)."""
         c = self.model.config
         image = to_image(z)[0]
         self._depth = decode_depth(image[3].clamp(0, 1))        # what the camera walks up to (_move_camera)
@@ -248,7 +249,7 @@ class WorldSession:
                                                 c.memory_floor_clamp, c.memory_sky_depth, c.memory_replace_below,
                                                 c.memory_depth_median, c.memory_depth_outlier, self._observed)
         self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index, see_through=replaced,
-                           sky=observed or not c.memory_sky_extend)
+                           observed=observed)
 
     @torch.no_grad()
     def step_latent(self, action) -> torch.Tensor:
@@ -287,8 +288,8 @@ class WorldSession:
                 r = self.memory.render(self.K, view, self.size, self.size)
                 self._covered = r.coverage[0]              # the holes filled below still take the frame
                 rgb, coverage, depth = shown_render(r.rgb[None], r.coverage[None], r.depth[None], c)
-                if self._walls is not None:                # view in the region's world: session world -> region's -> camera
-                    region_view = view.double() @ torch.linalg.inv(self._to_region)
+                if self._walls is not None:                # view in the region's world: region's -> session world -> camera
+                    region_view = view.double() @ self._from_region
                     rgb, coverage, depth = self._walls.draw(rgb, coverage, depth, self.K, region_view)
             self._view = view
             anchor = memory = memory_latent(rgb, coverage, depth)

@@ -73,7 +73,7 @@ def rollout_batch(core, data: LatentEpisodes, mem: MemoryEpisodes, cfg, rng: np.
                                                         m.memory_sky_depth, m.memory_replace_below,
                                                         m.memory_depth_median, m.memory_depth_outlier)
             memory_b.insert(rgb_b, depth_b, Ks[b], views[b], time=j + 1, see_through=replaced,
-                            sky=not m.memory_sky_extend)          # as play inserts a generated frame
+                            observed=False)                      # as play inserts a generated frame
     rows = action_rows(data, e, n, m.action_history)
     rgb, depth = mem.frame(data, e, st, n)
     renders = shown_render(*render_batch(memories, Ks, mem.views[e, n], H, W), m)
