@@ -191,3 +191,18 @@ def test_a_session_turned_to_a_border_it_never_saw_shows_a_wall():
     assert np.abs(shown[0.5][16:19] - shown[0.0][16:19]).mean() > 30
     assert np.abs(far[0.5][16:19] / 11.5 - 1).max() < 0.1          # the wall's depth, 11.5 m along the view axis
     assert (np.abs(far[0.0][16:19] / 11.5 - 1) > 0.5).all()        # without: the stale start frame's 1.5 m
+
+
+def test_a_repeating_wall_is_folded_into_one_period(walls):
+    """The seen checker repeats every 2 squares along the edge: its points fold into one period
+    of fine texels (the wall is too low for two periods up it: rows stay 0.12 m); with ``fold``
+    off the texture spans the seen stretch."""
+    seen = walls.walls[[w.points > 0 for w in walls.walls].index(True)]
+    assert abs(seen.texels.shape[1] * seen.texel_u - 2 * SQUARE) < 0.02 and seen.texel_u < 0.05
+    assert not seen.wrap_z and seen.texel_z == walls.texel
+    plain = RegionWalls(WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]])), margin=0.5,
+                        fold=False)
+    y, z = np.meshgrid(np.arange(-2.5, 2.5, 0.03), np.arange(0.06, 1.8, 0.03))
+    plain.learn(np.stack([np.full(y.size, 2.5), y.ravel(), z.ravel()]), checker(y.ravel(), z.ravel()))
+    unfolded = plain.walls[[w.points > 0 for w in plain.walls].index(True)]
+    assert unfolded.texel_u == plain.texel and unfolded.texels.shape[1] * plain.texel > 4.0

@@ -27,6 +27,7 @@ refines a wall where it would have invented a field.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,11 +37,13 @@ from alaya.data.walkable_region import WalkableRegion
 from alaya.models.camera_constraints import camera_centre
 from alaya.models.memory_checks import check_camera
 from alaya.models.sky_dome import pixel_directions
+from alaya.models.texture_tiles import LUMA, fill_empty, find_period
 
 NEAR_WALL = (-0.3, 1.0)     # metres beyond the wall plane (the grown edge) whose points make its texture
 BEYOND = 0.5                # metres: a memory point this far behind the wall is hidden by it
 MIN_POINTS = 30             # points that make a wall seen ...
 MIN_SPAN = 0.5              # ... over at least this many metres along it
+FOLDED = 0.04               # metres: a repeating texture's texels, its points folded into one period
 
 
 @dataclass(frozen=True)
@@ -49,33 +52,21 @@ class WallTexture:
     u0: float               # metres along the edge (from its first vertex) where column 0 starts
     top: float              # metres above the floor
     points: int             # the points it was made from (0: borrowed from the best-seen wall)
-
-
-def _fill_empty(texels: np.ndarray) -> np.ndarray:
-    """NaN texels (rows, cols, 3) take their known neighbours' mean, pass by pass; any left, the median."""
-    t = texels.copy()
-    for _ in range(max(t.shape[:2])):
-        missing = np.isnan(t[..., 0])
-        if not missing.any():
-            break
-        p = np.pad(t, ((1, 1), (1, 1), (0, 0)), constant_values=np.nan)
-        around = np.stack([p[:-2, 1:-1], p[2:, 1:-1], p[1:-1, :-2], p[1:-1, 2:]])
-        known = ~np.isnan(around[..., :1])
-        mean = np.where(known, around, 0).sum(0) / np.maximum(known.sum(0), 1)
-        t = np.where(missing[..., None] & known.any(0), mean, t)
-    return np.where(np.isnan(t), np.nanmedian(t.reshape(-1, 3), 0), t).astype(np.float32)
+    texel_u: float          # metres a column spans (the texture's period over the columns when it repeats)
+    texel_z: float          # metres a row spans
+    wrap_z: bool            # the rows repeat up the wall (a period found), else the top row goes on
 
 
 class RegionWalls:
     """Walls ``margin`` metres beyond a ``WalkableRegion``'s edges; see the module docstring."""
 
     def __init__(self, region: WalkableRegion, margin: float = 0.6, texel: float = 0.12,
-                 borrow: bool = True) -> None:
+                 borrow: bool = True, fold: bool = True) -> None:
         if not (np.isfinite(margin) and margin >= 0):
             raise ValueError(f"margin: metres >= 0, got {margin!r}")
         if not (np.isfinite(texel) and texel > 0):
             raise ValueError(f"texel: metres > 0, got {texel!r}")
-        self.margin, self.texel, self.borrow = float(margin), float(texel), bool(borrow)
+        self.margin, self.texel, self.borrow, self.fold = float(margin), float(texel), bool(borrow), bool(fold)
         a = np.asarray(region.hull, np.float64)
         e = np.roll(a, -1, 0) - a
         self.start = a                                                     # (M, 2) each edge's first vertex
@@ -109,21 +100,36 @@ class RegionWalls:
             if u1 - u0 < MIN_SPAN:
                 seen.append(None)
                 continue
-            cols, rows = int((u1 - u0) / self.texel) + 1, int(top / self.texel) + 1
-            iu = np.clip(((u - u0) / self.texel).astype(int), 0, cols - 1)
-            iz = np.clip((z / self.texel).astype(int), 0, rows - 1)
+            lum = colours[near] @ LUMA
+            pu = find_period(u, z, lum, FOLDED) if self.fold else None
+            pz = find_period(z, u, lum, FOLDED) if self.fold else None
+            if pu is None:
+                cols, texel_u = int((u1 - u0) / self.texel) + 1, self.texel
+                iu = np.clip(((u - u0) / texel_u).astype(int), 0, cols - 1)
+            else:                                  # a repeating texture: every point folded into one period
+                u0, cols = 0.0, max(1, int(round(pu / FOLDED)))
+                texel_u = pu / cols
+                iu = np.floor(np.mod(u, pu) / texel_u).astype(int) % cols
+            if pz is None:
+                rows, texel_z = int(top / self.texel) + 1, self.texel
+                iz = np.clip((z / texel_z).astype(int), 0, rows - 1)
+            else:
+                rows = max(1, int(round(pz / FOLDED)))
+                texel_z = pz / rows
+                iz = np.floor(np.mod(z, pz) / texel_z).astype(int) % rows
             total, count = np.zeros((rows, cols, 3)), np.zeros((rows, cols))
             np.add.at(total, (iz, iu), colours[near])
             np.add.at(count, (iz, iu), 1)
             texels = np.where(count[..., None] > 0, total / np.maximum(count, 1)[..., None], np.nan)
-            seen.append(WallTexture(_fill_empty(texels), float(u0), top, int(near.sum())))
+            seen.append(WallTexture(fill_empty(texels), float(u0), top, int(near.sum()), texel_u, texel_z,
+                                    pz is not None))
         known = [w for w in seen if w is not None]
         if not known:
             self.walls = None
             return 0
         best = max(known, key=lambda w: w.points)
         top = float(np.median([w.top for w in known])) if self.borrow else -1.0   # (-1: below the floor, not drawn)
-        self.walls = [w if w is not None else WallTexture(best.texels, best.u0, top, 0) for w in seen]
+        self.walls = [w if w is not None else dataclasses.replace(best, top=top, points=0) for w in seen]
         return len(known)
 
     def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, world_to_camera
@@ -158,8 +164,9 @@ class RegionWalls:
             wall = self.walls[m]
             rows, cols = wall.texels.shape[:2]
             u = self.along[m] @ (hit[:, on] - self.start[m][:, None])
-            iu = np.floor((u - wall.u0) / self.texel).astype(int) % cols
-            iz = np.clip(np.floor(z[i][on] / self.texel).astype(int), 0, rows - 1)
+            iu = np.floor((u - wall.u0) / wall.texel_u).astype(int) % cols
+            iz = np.floor(z[i][on] / wall.texel_z).astype(int)
+            iz = iz % rows if wall.wrap_z else np.clip(iz, 0, rows - 1)
             colours[on] = wall.texels[iz, iu]
         at = torch.from_numpy(i)
         rgb, coverage, depth = rgb.clone(), coverage.clone(), depth.clone()

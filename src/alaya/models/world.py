@@ -115,6 +115,9 @@ class WorldModelConfig:
                                          # (RegionWalls; a session with a region and a start view)
     memory_wall_borrow: bool = True      # ... a border the start frame did not show drawn in the best-seen
                                          # one's texture (RegionWalls.borrow), else not drawn
+    memory_floor: bool = False           # play draws the walkable region's floor, tiled with the start frame's
+                                         # floor texture, where the memory has nothing nearer (RegionFloor;
+                                         # a session with a region and a start view)
     memory_sky_extend: bool = False      # with memory_sky_dome: the sky no frame showed drawn by its elevation's
                                          # seen colour (SkyDome.extend), and a generated frame's sky kept out of it
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest

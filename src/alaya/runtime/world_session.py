@@ -52,7 +52,7 @@ from alaya.data.walkable_region import WalkableRegion
 from alaya.diffusion.flow import time_grid
 from alaya.models.action_effects import ActionEffects
 from alaya.models.camera_constraints import stay_in_region, stop_at_surfaces
-from alaya.models.region_walls import RegionWalls
+from alaya.models.region_shell import region_shell
 from alaya.models.camera_motion import CameraMotion
 from alaya.models.memory_conditioning import (ObservedFrame, as_context, decode_depth, frame_as_memory, frame_image,
                                               generated_insert, kinematic_view, memory_latent, same_view,
@@ -174,12 +174,7 @@ class WorldSession:
             self._to_region = None
             if view is not None and self.region is not None and self.camera_motion is not None:
                 self._to_region = torch.linalg.inv(view) @ self._motion_view.double()   # session world -> region's
-            self._walls = None
-            if self._to_region is not None and c.memory_wall_margin > 0:   # the border as walls (RegionWalls)
-                self._walls = RegionWalls(self.region, c.memory_wall_margin, borrow=c.memory_wall_borrow)
-                self._from_region = torch.linalg.inv(self._to_region)
-                R = self._to_region.float()
-                self._walls.learn((R[:3, :3] @ self.memory.xyz + R[:3, 3:]).numpy(), self.memory.rgb.numpy())
+            self._shell = region_shell(self.region, self._to_region, self.memory, c, self.camera_view())   # walls, floor
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
         _, self.decoder_state = self.backend.decode(z, None)
 
@@ -288,9 +283,10 @@ class WorldSession:
                 r = self.memory.render(self.K, view, self.size, self.size)
                 self._covered = r.coverage[0]              # the holes filled below still take the frame
                 rgb, coverage, depth = shown_render(r.rgb[None], r.coverage[None], r.depth[None], c)
-                if self._walls is not None:                # view in the region's world: region's -> session world -> camera
-                    region_view = view.double() @ self._from_region
-                    rgb, coverage, depth = self._walls.draw(rgb, coverage, depth, self.K, region_view)
+                if self._shell is not None:            # drawn every frame from its texture: no frame goes in over it
+                    held = coverage
+                    rgb, coverage, depth = self._shell.draw(rgb, coverage, depth, self.K, view)
+                    self._covered = torch.maximum(self._covered, ((coverage > held)[0, 0]).to(self._covered.dtype))
             self._view = view
             anchor = memory = memory_latent(rgb, coverage, depth)
         else:

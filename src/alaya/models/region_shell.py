@@ -1,0 +1,64 @@
+"""The walkable region's shell: its border walls (``RegionWalls``) and its floor (``RegionFloor``),
+learnt from a session's start frame and drawn into every memory render where the memory has
+nothing nearer.
+
+::
+
+    shell = region_shell(region, to_region, memory, config, start_view)   # None: neither asked for
+    rgb, coverage, depth = shell.draw(rgb, coverage, depth, K, view)       # view: the session's world_to_camera
+
+A session's memory lives in its own world (the start camera at eye height over z = 0); the
+region, the walls and the floor live in the recordings' world. ``to_region`` (4, 4) takes the
+session's world to the recordings'.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from alaya.data.walkable_region import WalkableRegion
+from alaya.models.camera_constraints import camera_centre
+from alaya.models.region_floor import RegionFloor
+from alaya.models.region_walls import RegionWalls
+
+FLOOR_MARGIN = 0.6           # metres beyond the region's edges the floor reaches when no walls are drawn
+
+
+class RegionShell:
+    """Walls and/or floor (None: not drawn) and the transform from the session's world to theirs."""
+
+    def __init__(self, walls: RegionWalls | None, floor: RegionFloor | None, to_region: torch.Tensor) -> None:
+        self.walls, self.floor = walls, floor
+        self.from_region = torch.linalg.inv(to_region.double())
+
+    def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, view
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The render (rgb (1, 3, H, W), coverage, depth (1, 1, H, W)) from the session camera
+        ``view`` (4, 4 world_to_camera, session world) with the walls, then the floor, drawn in."""
+        region_view = torch.as_tensor(view).double() @ self.from_region
+        for part in (self.walls, self.floor):
+            if part is not None:
+                rgb, coverage, depth = part.draw(rgb, coverage, depth, K, region_view)
+        return rgb, coverage, depth
+
+
+def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, memory, config,
+                 start_view: torch.Tensor) -> RegionShell | None:
+    """The shell ``config`` (a ``WorldModelConfig``: ``memory_wall_margin``, ``memory_wall_borrow``,
+    ``memory_floor``, ``eye_height``) asks for, learnt from ``memory``'s points (the start frame's,
+    session world) seen from ``start_view`` (session world_to_camera); None when it asks for
+    neither, or the session has no region or no transform to it."""
+    if region is None or to_region is None or not (config.memory_wall_margin > 0 or config.memory_floor):
+        return None
+    R = to_region.double()
+    xyz = (R[:3, :3] @ memory.xyz.double() + R[:3, 3:]).numpy()
+    rgb = memory.rgb.numpy()
+    walls = floor = None
+    if config.memory_wall_margin > 0:
+        walls = RegionWalls(region, config.memory_wall_margin, borrow=config.memory_wall_borrow)
+        walls.learn(xyz, rgb)
+    if config.memory_floor:
+        eye = R[:3, :3] @ camera_centre(torch.as_tensor(start_view).double()) + R[:3, 3]
+        floor = RegionFloor(region, config.memory_wall_margin or FLOOR_MARGIN, eye_height=config.eye_height)
+        floor.learn(xyz, rgb, eye.numpy())
+    return RegionShell(walls, floor, to_region)

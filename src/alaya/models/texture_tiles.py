@@ -1,0 +1,105 @@
+"""Textures from scattered samples of a surface: the period a repeating texture has along an
+axis (``find_period``), and texels no sample fell in filled from their neighbours
+(``fill_empty``). Used by the region's floor and walls (``region_floor``, ``region_walls``).
+
+``find_period`` bins the samples into a fine grid and compares it with itself moved along by a
+trial period (and by two to four of it, where the samples reach: a small error in the period
+then shows): a texture of that period (or a multiple of it) matches itself after differing at
+shorter shifts. The shortest such dip is taken, then refined tenfold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+PERIODS = (0.2, 3.0, 0.01)   # the periods searched, metres: from, to, step
+LUMA = np.array([0.299, 0.587, 0.114], np.float32)   # luminance of rgb
+PERIODIC = 0.5               # a period whose mismatch (``_mismatch``) is below this
+RISE = 0.3                   # ... after it differed by this much more at a shorter shift (a smooth grain
+                             # matches itself at short shifts, but never comes back after differing)
+NARROW = 0.1                 # a dip's mismatch at this share of the period either side ...
+WALLS = 0.25                 # ... is this much higher (a grain's broad, shallow dips are not periods)
+TREND = 2.0                  # metres: the box whose mean is taken out of the grid (a drift of colour with distance)
+GRID = 0.02                  # metres: the texels along the searched axis
+MIN_PAIRS = 200              # texels that must meet a moved one for a mismatch to count
+SHIFTS = 4                   # the texture is compared with itself moved by 1 ... SHIFTS periods
+
+
+def _grid(along: np.ndarray, across: np.ndarray, lum: np.ndarray, texel: float) -> tuple[np.ndarray, np.ndarray]:
+    """``lum`` binned into (across, along) texels of ``texel`` x ``GRID`` metres: (means less their
+    ``TREND``-metre neighbourhood's, seen)."""
+    i = np.floor((along - along.min()) / GRID).astype(np.int64)
+    j = np.floor((across - across.min()) / texel).astype(np.int64)
+    shape = (int(j.max()) + 1, int(i.max()) + 1)
+    flat = j * shape[1] + i
+    count = np.bincount(flat, minlength=shape[0] * shape[1]).reshape(shape)
+    total = np.bincount(flat, lum, minlength=shape[0] * shape[1]).reshape(shape)
+    grid, seen = total / np.maximum(count, 1), count > 0
+    local = _box(grid * seen, (TREND / texel, TREND / GRID)) / np.maximum(_box(seen.astype(float), (TREND / texel, TREND / GRID)), 1e-9)
+    return grid - local, seen                         # what changes over metres (fog, light) taken out
+
+
+def _box(a: np.ndarray, size: tuple[float, float]) -> np.ndarray:
+    """Sums of ``a`` (rows, cols) over a box of ``size`` cells (rows, cols) centred on each cell."""
+    for axis, n in enumerate(size):
+        h = max(1, int(n) // 2)
+        c = np.cumsum(np.pad(a, [(h + 1, h) if k == axis else (0, 0) for k in range(2)]), axis)
+        a = np.take(c, np.arange(2 * h + 1, c.shape[axis]), axis) - np.take(c, np.arange(0, c.shape[axis] - 2 * h - 1), axis)
+    return a
+
+
+def _mismatch(grid: np.ndarray, seen: np.ndarray, period: float, variance: float) -> float:
+    """Mean squared difference between the texture and itself moved by 1 ... ``SHIFTS`` periods
+    along, over twice its variance: ~0 for a texture of that period, ~1 for one unrelated to its
+    shift, ~2 for one that turns over (a checker moved by half its period); inf when no texel
+    meets a moved one."""
+    sse, n = 0.0, 0
+    for k in range(1, SHIFTS + 1):
+        shift = int(round(k * period / GRID))
+        if shift >= grid.shape[1]:
+            break
+        both = seen[:, shift:] & seen[:, :-shift]
+        sse += float(((grid[:, shift:] - grid[:, :-shift])[both] ** 2).sum())
+        n += int(both.sum())
+    return sse / (2 * variance * n) if n >= MIN_PAIRS else np.inf
+
+
+def find_period(along: np.ndarray, across: np.ndarray, lum: np.ndarray, texel: float) -> float | None:
+    """The texture's period in metres along ``along`` (points' positions, with ``across`` the
+    other axis, metres, and ``lum`` their luminance; binned ``texel`` metres across): the
+    shortest in ``PERIODS`` that is a dip of ``_mismatch`` (a local minimum, at most ``PERIODIC``,
+    after a shorter shift differed by ``RISE`` more, and ``WALLS`` below it ``NARROW`` of the
+    period either side), refined tenfold; None when there is none or the points span less than
+    two periods."""
+    span = np.percentile(along, 98) - np.percentile(along, 2)
+    periods = np.arange(PERIODS[0], min(PERIODS[1], span / 2) + 1e-9, PERIODS[2])
+    if len(periods) < 3 or not lum.var() > 0:
+        return None
+    grid, seen = _grid(along, across, lum, texel)
+    variance = float(grid[seen].var())
+    d = np.array([_mismatch(grid, seen, p, variance) for p in periods])
+    rose = np.maximum.accumulate(np.where(np.isfinite(d), d, 0))          # the most it differed at a shorter shift
+    lowest = (d <= np.roll(d, 1)) & (d <= np.roll(d, -1))                  # a local minimum ...
+    around = np.array([min(_mismatch(grid, seen, p * (1 - NARROW), variance),
+                           _mismatch(grid, seen, p * (1 + NARROW), variance)) for p in periods])
+    dips = (d <= PERIODIC) & (rose >= d + RISE) & lowest & (around >= d + WALLS)   # ... deep, and narrow
+    if not dips.any():
+        return None
+    coarse = float(periods[np.nonzero(dips)[0][0]])                       # the first: its multiples dip later
+    fine = np.arange(coarse * (1 - NARROW / 2), coarse * (1 + NARROW / 2), PERIODS[2] / 5)   # a tile's phase holds for metres
+    return float(fine[np.argmin([_mismatch(grid, seen, p, variance) for p in fine])])
+
+
+def fill_empty(texels: np.ndarray) -> np.ndarray:
+    """NaN texels (rows, cols, 3) take their known neighbours' mean, pass by pass; any left, the median."""
+    t = texels.copy()
+    for _ in range(max(t.shape[:2])):
+        missing = np.isnan(t[..., 0])
+        if not missing.any():
+            break
+        p = np.pad(t, ((1, 1), (1, 1), (0, 0)), constant_values=np.nan)
+        around = np.stack([p[:-2, 1:-1], p[2:, 1:-1], p[1:-1, :-2], p[1:-1, 2:]])
+        known = ~np.isnan(around[..., :1])
+        mean = np.where(known, around, 0).sum(0) / np.maximum(known.sum(0), 1)
+        t = np.where(missing[..., None] & known.any(0), mean, t)
+    return np.where(np.isnan(t), np.nanmedian(t.reshape(-1, 3), 0), t).astype(np.float32)
