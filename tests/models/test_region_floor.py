@@ -184,3 +184,16 @@ def test_a_smooth_grain_has_no_period_and_a_fogged_pattern_keeps_its_own():
     stripes = (np.floor(x / 0.4) % 2) * 0.2 + 0.1 * x
     assert abs(find_period(x, y, stripes, 0.05) - 0.8) < 0.01
     assert find_period(y, x, stripes, 0.05) is None
+
+
+def test_a_jump_does_not_lift_the_floor(floor):
+    """The floor stays at the start camera's foot: from 0.6 m higher, its depth grows by (1.4 + 0.6) / 1.4."""
+    K = pinhole(SIZE, 70.0)
+    low = view(180.0, -35.0)
+    high = low.clone()
+    high[:3, 3] = -high[:3, :3] @ torch.tensor([0.0, 0.0, EYE + 0.6], dtype=torch.float64)
+    d_low = floor.draw(*empty_render(), K, low)[2][0, 0]
+    d_high = floor.draw(*empty_render(), K, high)[2][0, 0]
+    both = (d_low > 0) & (d_high > 0)
+    assert both.sum() > 500
+    assert torch.allclose(d_high[both] / d_low[both], torch.tensor((EYE + 0.6) / EYE), rtol=1e-4)

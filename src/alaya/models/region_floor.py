@@ -21,8 +21,8 @@ point within reach, which fills and denoises the tile; an axis with no period ta
 -metre stretch of the best-seen ground and wraps it. The tile is binned into ``texel``-metre
 texels (empty ones from their neighbours), with three box-filtered mip levels.
 
-``draw``: where a pixel's ray meets the floor plane (``eye_height`` under the camera: the local
-ground on a bumpy floor) inside the walls (``margin`` beyond the region's edges), and the render
+``draw``: where a pixel's ray meets the floor plane (``eye_height`` under the start camera: a
+jump does not lift it) inside the walls (``margin`` beyond the region's edges), and the render
 has no point there or one more than 0.5 m behind the floor, the pixel shows the tile's texel at
 that point (mip level from the pixel's footprint), at the floor's depth, as covered.
 """
@@ -79,6 +79,7 @@ class RegionFloor:
         self.mips: list[np.ndarray] | None = None                           # (rows, cols, 3) per level
         self.origin = np.zeros(2)                                           # world x, y of texel (0, 0)
         self.periods: tuple[float | None, float | None] = (None, None)
+        self.height = 0.0                                                   # the floor plane's z, metres
 
     def learn(self, xyz, rgb, eye) -> bool:
         """The tile from points ``xyz`` (3, N) in the region's world (metres, z up) with colours
@@ -88,6 +89,7 @@ class RegionFloor:
         if xyz.ndim != 2 or xyz.shape[0] != 3 or rgb.shape != (xyz.shape[1], 3) or eye.shape != (3,):
             raise ValueError(f"xyz, rgb, eye: expected (3, N), (N, 3) and (3,), got {xyz.shape}, {rgb.shape}, {eye.shape}")
         foot = eye[2] - self.eye_height
+        self.height = foot                                 # the floor plane: a jump, a bump do not move it
         near = np.hypot(*(xyz[:2] - eye[:2, None])) <= self.reach
         floor = near & (xyz[2] < foot + ABOVE_FLOOR) & (xyz[2] > foot - BELOW_FLOOR)
         floor[floor] = _on_ground(xyz[:, floor])
@@ -141,7 +143,8 @@ class RegionFloor:
         d = pixel_directions(K, w2c, H, W).double().numpy()                # (3, HW) region world
         eye = camera_centre(w2c).numpy()
         down = d[2] < -1e-3
-        t = np.where(down, -self.eye_height / np.where(down, d[2], -1.0), np.inf)      # to the floor under the camera
+        down &= eye[2] > self.height                                       # (a camera below the floor sees none)
+        t = np.where(down, (self.height - eye[2]) / np.where(down, d[2], -1.0), np.inf)   # ray length to the floor
         hit = eye[:2, None] + np.where(down, t, 0.0) * d[:2]
         inside = (self.out @ hit <= self.offset[:, None]).all(0)
         along_view = t * (-w2c[2, :3].numpy() @ d)
