@@ -35,7 +35,7 @@ import torch
 from alaya.data.walkable_region import WalkableRegion
 from alaya.models.camera_constraints import camera_centre
 from alaya.models.memory_checks import check_camera
-from alaya.models.region_walls import BEYOND
+from alaya.models.region_walls import BEYOND, painted
 from alaya.models.sky_dome import pixel_directions
 from alaya.models.texture_tiles import LUMA, fill_empty, find_period
 
@@ -165,9 +165,4 @@ class RegionFloor:
             rows, cols = tile.shape[:2]
             colours[on] = tile[np.minimum((u[1, on] * rows).astype(int), rows - 1),
                                np.minimum((u[0, on] * cols).astype(int), cols - 1)]
-        at = torch.from_numpy(i)
-        rgb, coverage, depth = rgb.clone(), coverage.clone(), depth.clone()
-        rgb.view(3, -1)[:, at] = torch.from_numpy(colours.T).to(rgb.dtype)
-        coverage.view(-1)[at] = 1.0
-        depth.view(-1)[at] = torch.from_numpy(along_view[i]).to(depth.dtype)
-        return rgb, coverage, depth
+        return painted(rgb, coverage, depth, i, colours, along_view[i])

@@ -46,6 +46,18 @@ MIN_SPAN = 0.5              # ... over at least this many metres along it
 FOLDED = 0.04               # metres: a repeating texture's texels, its points folded into one period
 
 
+def painted(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, pixels: np.ndarray, colours: np.ndarray,
+            depths: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Copies of a render (rgb (1, 3, H, W), coverage, depth (1, 1, H, W)) with the flat
+    ``pixels`` (n,) showing ``colours`` (n, 3) at ``depths`` (n,) metres, covered."""
+    at = torch.from_numpy(pixels)
+    rgb, coverage, depth = rgb.clone(), coverage.clone(), depth.clone()
+    rgb.view(3, -1)[:, at] = torch.from_numpy(colours.T).to(rgb.dtype)
+    coverage.view(-1)[at] = 1.0
+    depth.view(-1)[at] = torch.from_numpy(depths).to(depth.dtype)
+    return rgb, coverage, depth
+
+
 @dataclass(frozen=True)
 class WallTexture:
     texels: np.ndarray      # (rows, cols, 3) float32 in [0, 1]; row 0 at the floor
@@ -168,9 +180,4 @@ class RegionWalls:
             iz = np.floor(z[i][on] / wall.texel_z).astype(int)
             iz = iz % rows if wall.wrap_z else np.clip(iz, 0, rows - 1)
             colours[on] = wall.texels[iz, iu]
-        at = torch.from_numpy(i)
-        rgb, coverage, depth = rgb.clone(), coverage.clone(), depth.clone()
-        rgb.view(3, -1)[:, at] = torch.from_numpy(colours.T).to(rgb.dtype)
-        coverage.view(-1)[at] = 1.0
-        depth.view(-1)[at] = torch.from_numpy(along_view[i]).to(depth.dtype)
-        return rgb, coverage, depth
+        return painted(rgb, coverage, depth, i, colours, along_view[i])
