@@ -13,13 +13,14 @@ walk or a turn into ground no frame showed leaves a hole, and the one-step netwo
 blotches of the scene's colours, which then go into the memory.
 
 ``learn`` takes the start frame's floor points (below ``eye`` by more than ``eye_height`` - 0.3
-m, within ``reach`` metres of it: near enough that a pixel spans a few centimetres) and looks for
-the texture's period along each world axis by phase dispersion (the points folded modulo a
-period and binned: the period whose bins vary least, against the unfolded spread; the shortest
-period within 10% of the best). A periodic axis is folded modulo its period over every floor
-point within reach, which fills and denoises the tile; an axis with no period takes a ``window``
--metre stretch of the best-seen ground and wraps it. The tile is binned into ``texel``-metre
-texels (empty ones from their neighbours), with three box-filtered mip levels.
+m, within ``reach`` metres of it: near enough that a pixel spans a few centimetres; and near
+their cell's lowest points: not the tops of what lies on the floor) and looks for the texture's
+period along each world axis (``texture_tiles.find_period``). A periodic axis is folded modulo
+its period over every floor point within reach, which fills and denoises the tile; an axis with
+no period takes a ``window``-metre stretch of the best-seen ground and wraps it (a grain floor
+without the points off its median chromaticity: a ramp lying on the sand). The tile is binned
+into ``texel``-metre texels (empty ones from their neighbours), with three box-filtered mip
+levels.
 
 ``draw``: where a pixel's ray meets the floor plane (``eye_height`` under the start camera: a
 jump does not lift it) inside the walls (``margin`` beyond the region's edges), and the render
@@ -78,6 +79,7 @@ class RegionFloor:
         self.offset = np.einsum("mk,mk->m", self.out, a) + float(margin)
         self.mips: list[np.ndarray] | None = None                           # (rows, cols, 3) per level
         self.origin = np.zeros(2)                                           # world x, y of texel (0, 0)
+        self.size = np.ones(2)                                              # metres the tile spans along x, y
         self.periods: tuple[float | None, float | None] = (None, None)
         self.height = 0.0                                                   # the floor plane's z, metres
 
@@ -113,6 +115,8 @@ class RegionFloor:
                 sizes.append((start, self.window))
             else:
                 sizes.append((0.0, period))
+        if keep.sum() < MIN_POINTS:                        # the window shows too little floor
+            return False
         (x0, wx), (y0, wy) = sizes
         cols, rows = max(1, int(round(wx / self.texel))), max(1, int(round(wy / self.texel)))
         self.origin, self.size = np.array([x0, y0]), np.array([wx, wy])
