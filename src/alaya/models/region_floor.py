@@ -34,10 +34,7 @@ import numpy as np
 import torch
 
 from alaya.data.walkable_region import WalkableRegion
-from alaya.models.camera_constraints import camera_centre
-from alaya.models.memory_checks import check_camera
-from alaya.models.region_walls import BEYOND, painted
-from alaya.models.sky_dome import pixel_directions
+from alaya.models.region_walls import BEYOND, camera_rays, painted
 from alaya.models.texture_tiles import LUMA, fill_empty, find_period
 
 ABOVE_FLOOR = 0.3            # metres above the camera's foot a floor point may be (a bump, a slope)
@@ -142,10 +139,7 @@ class RegionFloor:
         ones when nothing is drawn)."""
         if self.mips is None:
             return rgb, coverage, depth
-        K, w2c = check_camera(K, world_to_camera)
-        H, W = rgb.shape[-2:]
-        d = pixel_directions(K, w2c, H, W).double().numpy()                # (3, HW) region world
-        eye = camera_centre(w2c).numpy()
+        K, w2c, d, eye = camera_rays(K, world_to_camera, *rgb.shape[-2:])
         down = d[2] < -1e-3
         down &= eye[2] > self.height                                       # (a camera below the floor sees none)
         t = np.where(down, (self.height - eye[2]) / np.where(down, d[2], -1.0), np.inf)   # ray length to the floor

@@ -46,6 +46,13 @@ MIN_SPAN = 0.5              # ... over at least this many metres along it
 FOLDED = 0.04               # metres: a repeating texture's texels, its points folded into one period
 
 
+def camera_rays(K, world_to_camera, H: int, W: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray]:
+    """(K, world_to_camera as float64, the unit world directions (3, H * W) of the pixels' rays
+    and the camera's centre (3,), numpy), or ValueError naming a bad camera."""
+    K, w2c = check_camera(K, world_to_camera)
+    return K, w2c, pixel_directions(K, w2c, H, W).double().numpy(), camera_centre(w2c).numpy()
+
+
 def painted(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, pixels: np.ndarray, colours: np.ndarray,
             depths: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Copies of a render (rgb (1, 3, H, W), coverage, depth (1, 1, H, W)) with the flat
@@ -152,10 +159,7 @@ class RegionWalls:
         nothing is drawn)."""
         if self.walls is None:
             return rgb, coverage, depth
-        K, w2c = check_camera(K, world_to_camera)
-        H, W = rgb.shape[-2:]
-        d = pixel_directions(K, w2c, H, W).double().numpy()                # (3, HW) region world
-        eye = camera_centre(w2c).numpy()
+        K, w2c, d, eye = camera_rays(K, world_to_camera, *rgb.shape[-2:])
         toward = self.out @ d[:2]                                          # (M, HW)
         gap = (self.offset - self.out @ eye[:2])[:, None]
         t = np.where(toward > 1e-6, gap / np.maximum(toward, 1e-6), np.inf)   # ray length to each wall plane
