@@ -125,6 +125,8 @@ def test_period_search_and_bad_input():
     assert find_period(x, y, np.random.default_rng(3).random(20000), 0.05) is None
     f = RegionFloor(REGION)
     assert not f.learn(np.zeros((3, 10)), np.zeros((10, 3), np.uint8), np.array([0.0, 0.0, EYE]))
+    assert not f.learn(np.full((3, 10), 5.0), np.zeros((10, 3), np.uint8), np.array([0.0, 0.0, EYE]))   # none low
+    assert not f.learn(np.zeros((3, 0)), np.zeros((0, 3), np.uint8), np.array([0.0, 0.0, EYE]))         # none at all
     r = empty_render()
     assert all(a is b for a, b in zip(f.draw(*r, pinhole(SIZE, 70.0), view(0.0, -30.0)), r))
     for name in ("margin", "texel", "eye_height", "reach", "window"):

@@ -19,13 +19,14 @@ period along each world axis (``texture_tiles.find_period``). A periodic axis is
 its period over every floor point within reach, which fills and denoises the tile; an axis with
 no period takes a ``window``-metre stretch of the best-seen ground and wraps it (a grain floor
 without the points off its median chromaticity: a ramp lying on the sand). The tile is binned
-into ``texel``-metre texels (empty ones from their neighbours), with three box-filtered mip
+into ``texel``-metre texels (empty ones from their neighbours), with five box-filtered mip
 levels.
 
 ``draw``: where a pixel's ray meets the floor plane (``eye_height`` under the start camera: a
 jump does not lift it) inside the walls (``margin`` beyond the region's edges), and the render
 has no point there or one more than 0.5 m behind the floor, the pixel shows the tile's texel at
-that point (mip level from the pixel's footprint), at the floor's depth, as covered.
+that point (the mip level from the pixel's footprint along the view, its longer side, as a
+GPU picks it: a far floor is its texture's mean, not a moire), at the floor's depth, as covered.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ MIN_POINTS = 200             # floor points that make a floor seen
 CELL = 0.5                   # metres: the cells whose lowest points are the ground (``_on_ground``)
 ON_GROUND = 0.1              # metres above a cell's ground a point may be
 OFF_COLOUR = 0.04            # a grain floor's points further than this (and 3x their median) from its median chromaticity are not floor
-LEVELS = 4                   # mip levels: the tile, then halved three times
+LEVELS = 6                   # mip levels: the tile, then halved five times
 
 
 def _on_ground(xyz: np.ndarray) -> np.ndarray:
@@ -91,8 +92,10 @@ class RegionFloor:
         self.height = foot                                 # the floor plane: a jump, a bump do not move it
         near = np.hypot(*(xyz[:2] - eye[:2, None])) <= self.reach
         floor = near & (xyz[2] < foot + ABOVE_FLOOR) & (xyz[2] > foot - BELOW_FLOOR)
-        floor[floor] = _on_ground(xyz[:, floor])
         self.mips = None
+        if floor.sum() < MIN_POINTS:
+            return False
+        floor[floor] = _on_ground(xyz[:, floor])
         if floor.sum() < MIN_POINTS:
             return False
         x, y, colours = xyz[0, floor], xyz[1, floor], rgb[floor].astype(np.float32) / 255
@@ -153,8 +156,8 @@ class RegionFloor:
             return rgb, coverage, depth
         i = np.nonzero(take)[0]
         pixel = 1.0 / float(K[1, 1])                                        # radians a pixel spans
-        footprint = t[i] * pixel / np.sqrt(np.abs(d[2, i]))                 # metres, geometric mean of its two sides
-        level = np.clip(np.floor(np.log2(np.maximum(footprint / self.texel, 1.0))), 0, LEVELS - 1).astype(int)
+        footprint = t[i] * pixel / np.abs(d[2, i])                          # metres: its longer side, along the view
+        level = np.clip(np.round(np.log2(np.maximum(footprint / self.texel, 1.0))), 0, LEVELS - 1).astype(int)
         colours = np.zeros((len(i), 3), np.float32)
         u = np.mod(hit[:, i] - self.origin[:, None], self.size[:, None]) / self.size[:, None]   # (2, n) in [0, 1)
         for lv in np.unique(level):
