@@ -70,8 +70,8 @@ def find_period(along: np.ndarray, across: np.ndarray, lum: np.ndarray, texel: f
     other axis, metres, and ``lum`` their luminance; binned ``texel`` metres across): the
     shortest in ``PERIODS`` that is a dip of ``_mismatch`` (a local minimum, at most ``PERIODIC``,
     after a shorter shift differed by ``RISE`` more, and ``WALLS`` below it ``NARROW`` of the
-    period either side), refined by ``_dispersion`` to 0.002 m; None when there is none or the points span less than
-    two periods."""
+    period either side), refined by ``_dispersion`` to 0.002 m; None when there is none or the
+    points span less than two periods."""
     span = np.percentile(along, 98) - np.percentile(along, 2)
     periods = np.arange(PERIODS[0], min(PERIODS[1], span / 2) + 1e-9, PERIODS[2])
     if len(periods) < 3 or not lum.var() > 0:
@@ -81,9 +81,11 @@ def find_period(along: np.ndarray, across: np.ndarray, lum: np.ndarray, texel: f
     d = np.array([_mismatch(grid, seen, p, variance) for p in periods])
     rose = np.maximum.accumulate(np.where(np.isfinite(d), d, 0))          # the most it differed at a shorter shift
     lowest = (d <= np.roll(d, 1)) & (d <= np.roll(d, -1))                  # a local minimum ...
-    around = np.array([min(_mismatch(grid, seen, p * (1 - NARROW), variance),
-                           _mismatch(grid, seen, p * (1 + NARROW), variance)) for p in periods])
-    dips = (d <= PERIODIC) & (rose >= d + RISE) & lowest & (around >= d + WALLS)   # ... deep, and narrow
+    dips = (d <= PERIODIC) & (rose >= d + RISE) & lowest                   # ... deep ...
+    for k in np.nonzero(dips)[0]:                                          # ... and narrow
+        around = min(_mismatch(grid, seen, periods[k] * (1 - NARROW), variance),
+                     _mismatch(grid, seen, periods[k] * (1 + NARROW), variance))
+        dips[k] = around >= d[k] + WALLS
     if not dips.any():
         return None
     coarse = float(periods[np.nonzero(dips)[0][0]])                       # the first: its multiples dip later
