@@ -136,6 +136,46 @@ def test_period_search_and_bad_input():
         f.learn(np.zeros((2, 10)), np.zeros((10, 3), np.uint8), np.zeros(3))
 
 
+def test_depth_at_is_where_the_floor_is_drawn(floor):
+    K = pinhole(SIZE, 70.0)
+    for w2c in (view(180.0, -35.0, at=(1.0, 0.3)), view(0.0, 0.0), view(90.0, -10.0)):
+        _, cov, depth = floor.draw(*empty_render(), K, w2c)
+        at = floor.depth_at(K, w2c, SIZE, SIZE)
+        assert at.shape == (SIZE, SIZE)
+        drawn = cov[0, 0].numpy() > 0
+        assert drawn.any() and np.array_equal(at > 0, drawn)
+        assert np.abs(at[drawn] - depth[0, 0].numpy()[drawn]).max() < 1e-4
+    assert not floor.depth_at(K, view(0.0, 20.0), SIZE, SIZE).any()   # up: its floor lies past the walls
+    assert not RegionFloor(REGION).depth_at(K, view(0.0, -30.0), SIZE, SIZE).any()   # none learnt: none
+
+
+def test_a_generated_frame_keeps_out_of_the_memory_what_lies_on_the_drawn_floor(floor):
+    """``generated_insert(drawn_floor=)``: pixels whose generated depth is the floor's (or, within
+    ``FLOOR_SLACK``, nearer) go in as nothing; a body standing on it, and pixels the floor does
+    not reach, go in."""
+    from alaya.models.memory_conditioning import FLOOR_SLACK, encode_depth, generated_insert
+    K = pinhole(SIZE, 70.0)
+    w2c = view(0.0, -20.0)
+    at = torch.from_numpy(floor.depth_at(K, w2c, SIZE, SIZE)).float()
+    on = at > 0
+    assert on[-1].all() and not on[0].any()
+    depth = torch.where(on, at * (1 - FLOOR_SLACK / 2), torch.full_like(at, 20.0))   # the floor, a little short
+    depth[:, : SIZE // 4] = torch.where(on[:, : SIZE // 4], at[:, : SIZE // 4] * 0.6, depth[:, : SIZE // 4])   # a body on it
+    image = torch.rand(5, SIZE, SIZE)
+    image[3] = encode_depth(depth)
+    args = (image, K, w2c.float(), None, False, 0.0, 0.5)
+    _, plain, _ = generated_insert(*args)
+    _, kept, _ = generated_insert(*args, drawn_floor=at)
+    assert (plain > 0).all()
+    body = torch.zeros(SIZE, SIZE, dtype=torch.bool)
+    body[:, : SIZE // 4] = True
+    assert (kept[on & ~body] == 0).all()                       # on the floor: left out
+    assert (kept[on & body] > 0).all()                         # the body: in
+    torch.testing.assert_close(kept[~on], plain[~on])          # no floor there: as without
+    with pytest.raises(ValueError, match="drawn_floor"):
+        generated_insert(*args, drawn_floor=at[:-1])
+
+
 def test_a_session_turned_round_shows_the_floor_it_never_saw():
     """``memory_floor``: a session whose start frame shows a checker floor ahead, turned round
     (180 degrees), shows floor of both colours in the lower half at the floor's depth, and keeps

@@ -6,6 +6,7 @@ ground the memory never saw shows.
     floor = RegionFloor(region, margin=0.6)               # region: WalkableRegion
     floor.learn(memory_xyz, memory_rgb, eye)              # the start frame's points and camera centre, region world
     rgb, coverage, depth = floor.draw(rgb, coverage, depth, K, world_to_camera)   # over a memory render
+    depth = floor.depth_at(K, world_to_camera, H, W)      # (H, W) where a view sees it, 0 elsewhere
 
 A game's arena floor is one material, and its texture repeats (a tiled checker) or has the same
 grain everywhere (noise). A session's memory holds the floor only where its frames showed it; a
@@ -27,6 +28,9 @@ jump does not lift it) inside the walls (``margin`` beyond the region's edges), 
 has no point there or one more than 0.5 m behind the floor, the pixel shows the tile's texel at
 that point (the mip level from the pixel's footprint along the view, its longer side, as a
 GPU picks it: a far floor is its texture's mean, not a moire), at the floor's depth, as covered.
+The floor is drawn every frame, so a session keeps generated frames' pixels that lie on it out of
+its memory (``depth_at``; ``memory_conditioning.generated_insert``): a point stored there would
+hide it from then on, and the next view would show that frame's blotches stretched over it.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class RegionFloor:
         self.size = np.ones(2)                                              # metres the tile spans along x, y
         self.periods: tuple[float | None, float | None] = (None, None)
         self.height = 0.0                                                   # the floor plane's z, metres
+        self._last_rays = None                                              # (camera, _rays of it)
 
     def learn(self, xyz, rgb, eye) -> bool:
         """The tile from points ``xyz`` (3, N) in the region's world (metres, z up) with colours
@@ -90,6 +95,7 @@ class RegionFloor:
             raise ValueError(f"xyz, rgb, eye: expected (3, N), (N, 3) and (3,), got {xyz.shape}, {rgb.shape}, {eye.shape}")
         foot = eye[2] - self.eye_height
         self.height = foot                                 # the floor plane: a jump, a bump do not move it
+        self._last_rays = None
         near = np.hypot(*(xyz[:2] - eye[:2, None])) <= self.reach
         floor = near & (xyz[2] < foot + ABOVE_FLOOR) & (xyz[2] > foot - BELOW_FLOOR)
         self.mips = None
@@ -134,6 +140,32 @@ class RegionFloor:
             self.mips.append(0.25 * (t[0::2, 0::2] + t[1::2, 0::2] + t[0::2, 1::2] + t[1::2, 1::2]))
         return True
 
+    def _rays(self, K, world_to_camera, H: int, W: int):
+        """(K, world_to_camera, the pixels' unit world rays (3, H * W), the ray lengths to the
+        floor plane (inf where a ray does not meet it), where they meet it (2, H * W), and whether
+        that is inside the walls (H * W,)) from a camera in the region's world; the last camera's
+        are kept (a session draws a view, then inserts its frame from the same view)."""
+        key = (np.asarray(K, np.float64).tobytes(), np.asarray(world_to_camera, np.float64).tobytes(), H, W)
+        if self._last_rays is not None and self._last_rays[0] == key:
+            return self._last_rays[1]
+        K, w2c, d, eye = camera_rays(K, world_to_camera, H, W)
+        down = d[2] < -1e-3
+        down &= eye[2] > self.height                                       # (a camera below the floor sees none)
+        t = np.where(down, (self.height - eye[2]) / np.where(down, d[2], -1.0), np.inf)   # ray length to the floor
+        hit = eye[:2, None] + np.where(down, t, 0.0) * d[:2]
+        inside = down & (self.out @ hit <= self.offset[:, None]).all(0)
+        self._last_rays = key, (K, w2c, d, t, hit, inside)
+        return self._last_rays[1]
+
+    def depth_at(self, K, world_to_camera, H: int, W: int) -> np.ndarray:
+        """(H, W) metres along the view axis at which a camera (``K``, ``world_to_camera`` in the
+        region's world) sees the floor ``draw`` draws, 0 where its rays do not meet it (or none
+        was learnt)."""
+        if self.mips is None:
+            return np.zeros((H, W))
+        _, w2c, d, t, _, inside = self._rays(K, world_to_camera, H, W)
+        return np.where(inside, t * (-w2c[2, :3].numpy() @ d), 0.0).reshape(H, W)
+
     def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, world_to_camera
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A render (rgb (1, 3, H, W), coverage (1, 1, H, W), depth (1, 1, H, W) metres) from the
@@ -142,16 +174,11 @@ class RegionFloor:
         ones when nothing is drawn)."""
         if self.mips is None:
             return rgb, coverage, depth
-        K, w2c, d, eye = camera_rays(K, world_to_camera, *rgb.shape[-2:])
-        down = d[2] < -1e-3
-        down &= eye[2] > self.height                                       # (a camera below the floor sees none)
-        t = np.where(down, (self.height - eye[2]) / np.where(down, d[2], -1.0), np.inf)   # ray length to the floor
-        hit = eye[:2, None] + np.where(down, t, 0.0) * d[:2]
-        inside = (self.out @ hit <= self.offset[:, None]).all(0)
+        K, w2c, d, t, hit, inside = self._rays(K, world_to_camera, *rgb.shape[-2:])
         along_view = t * (-w2c[2, :3].numpy() @ d)
         covered = coverage.reshape(-1).numpy() > 0.5
         behind = depth.reshape(-1).numpy() > along_view + BEYOND
-        take = down & inside & (~covered | behind)
+        take = inside & (~covered | behind)
         if not take.any():
             return rgb, coverage, depth
         i = np.nonzero(take)[0]

@@ -6,6 +6,7 @@ nothing nearer.
 
     shell = region_shell(region, to_region, memory, config, start_view)   # None: neither asked for
     rgb, coverage, depth = shell.draw(rgb, coverage, depth, K, view)       # view: the session's world_to_camera
+    floor = shell.floor_depth(K, view, H, W)                               # (H, W) metres, 0: no floor drawn there
 
 A session's memory lives in its own world (the start camera at eye height over z = 0); the
 region, the walls and the floor live in the recordings' world. ``to_region`` (4, 4) takes the
@@ -40,6 +41,14 @@ class RegionShell:
             if part is not None:
                 rgb, coverage, depth = part.draw(rgb, coverage, depth, K, region_view)
         return rgb, coverage, depth
+
+    def floor_depth(self, K, view, H: int, W: int) -> torch.Tensor | None:
+        """(H, W) metres along the view axis at which the camera ``view`` (4, 4 world_to_camera,
+        session world) sees the floor drawn, 0 where it sees none; None with no floor."""
+        if self.floor is None:
+            return None
+        region_view = torch.as_tensor(view).double() @ self.from_region
+        return torch.from_numpy(self.floor.depth_at(K, region_view, H, W)).float()
 
 
 def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, memory, config,
