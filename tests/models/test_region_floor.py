@@ -205,6 +205,38 @@ def test_a_session_turned_round_shows_the_floor_it_never_saw():
     assert points[True] < points[False]       # the floor is drawn each frame, its pixels not stored
 
 
+def test_a_session_keeps_what_its_network_replaced_on_the_floor_out_of_its_memory():
+    """A network whose gate replaces everything the memory shows (so every generated pixel may go
+    into the memory): turned round, the floor it is shown is drawn, and none of the points its
+    frames add lie on the floor; with the session's floor depth withheld, many do."""
+    from alaya.runtime.world_session import WorldSession
+    from test_region_walls import _Turn
+    from tiny_memory import still_model
+    start = view(0.0, -20.0)
+    K = pinhole(32, 50.0)
+    x, y, t, along, down = floor_hits(start, K, 32)
+    depth = np.where(down & (t < 5.8), along, 0.0).astype(np.float32)
+    frame = np.where(depth[..., None] > 0, checker(np.where(down, x, 0).ravel(), np.where(down, y, 0).ravel()).reshape(32, 32, 3), 220).astype(np.uint8)
+    on_floor = {}
+    for withheld in (False, True):
+        model = still_model()
+        with torch.no_grad():
+            model.core.out.bias[64:] = -1e6                  # the gate replaces the memory everywhere
+        model.config = dataclasses.replace(model.config, memory_floor=True)
+        session = WorldSession(model, size=32, backend="torch", camera_motion=_Turn(), region=REGION)
+        session.reset(frame, depth=depth, view=start.numpy(), pitch=-20.0)
+        if withheld:
+            session._shell.floor_depth = lambda *a: None
+        first = session.memory.xyz.shape[1]                  # the start frame's points come first
+        for _ in range(18):
+            session.step(np.zeros(8, np.float32))
+        R = session._to_region.double()
+        xyz = (R[:3, :3] @ session.memory.xyz.double() + R[:3, 3:]).numpy()[:, first:]
+        inside = (np.abs(xyz[:2]) < 4.0).all(0)                # the region (its walls 0.6 m out)
+        on_floor[withheld] = int((inside & (np.abs(xyz[2] - session._shell.floor.height) < 0.05)).sum())
+    assert on_floor[False] == 0 and on_floor[True] > 50
+
+
 def value_noise(x: np.ndarray, y: np.ndarray, scale: float, seed: int = 0) -> np.ndarray:
     """A smooth random grain (bilinear value noise on a ``1 / scale``-metre lattice), as the engine's
     grass and sand: it matches itself at short shifts but has no period."""
