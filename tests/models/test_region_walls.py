@@ -206,3 +206,75 @@ def test_a_repeating_wall_is_folded_into_one_period(walls):
     plain.learn(np.stack([np.full(y.size, 2.5), y.ravel(), z.ravel()]), checker(y.ravel(), z.ravel()))
     unfolded = plain.walls[[w.points > 0 for w in plain.walls].index(True)]
     assert unfolded.texel_u == plain.texel and unfolded.texels.shape[1] * plain.texel > 4.0
+
+
+FOG = np.array([0.95, 0.55, 0.35])      # the engine's golden-sunset fog colour, 0.02 a metre
+FOG_DENSITY = 0.02
+
+
+def fogged(colour: np.ndarray, distance: np.ndarray) -> np.ndarray:
+    """``colour`` (N, 3) in [0, 1] seen ``distance`` (N,) metres away through the engine's fog."""
+    f = 1.0 - np.exp(-FOG_DENSITY * distance)[:, None]
+    return colour * (1 - f) + FOG * f
+
+
+def test_the_haze_of_a_fogged_floor_is_its_colour_against_distance():
+    from alaya.models.texture_tiles import learn_haze
+    rng = np.random.default_rng(0)
+    d = rng.uniform(1.0, 30.0, 20000)
+    grey = np.full((d.size, 3), 0.3)
+    near = d < 6.0
+    haze = learn_haze(d, fogged(grey, d), near)
+    for at in (3.0, 10.0, 20.0, 28.0):
+        want = fogged(grey[:1], np.array([at]))[0] - fogged(grey[near], d[near]).mean(0)
+        assert np.abs(haze.at([at])[0] - want).max() < 0.01
+    far = haze.at([60.0])[0]                                   # past the bands: the last band's
+    assert np.abs(far - haze.at([39.5])[0]).max() < 1e-6
+    assert learn_haze(d, fogged(grey, d), d < 0.5) is None     # nothing near: no reference
+    assert learn_haze(d[:30], fogged(grey, d)[:30], near[:30]) is None
+
+
+def test_a_wall_seen_through_fog_is_drawn_near_in_its_own_colours():
+    """A wall of dark and light grey squares seen 12 m away through the fog, and a grey floor seen
+    1-11 m away (its haze: the floor's colour against distance): drawn from 2 m, the squares come
+    back near their colours at 2 m; without the haze they keep 12 m of fog. (The haze is the
+    floor's offset: exact for a wall of the floor's mean colour, approximate for others, since the
+    game's fog blends towards its colour rather than adding to it.)"""
+    from alaya.models.region_floor import RegionFloor
+    region = WalkableRegion(np.array([[-12.0, -6.0], [11.5, -6.0], [11.5, 6.0], [-12.0, 6.0]]))
+    eye = np.array([0.0, 0.0, EYE])
+    y, z = np.meshgrid(np.arange(-5.0, 5.0, 0.03), np.arange(0.06, 2.5, 0.03))
+    wall = np.stack([np.full(y.size, 12.0), y.ravel(), z.ravel()])
+    fx, fy = np.meshgrid(np.arange(1.0, 11.5, 0.05), np.arange(-5.5, 5.5, 0.05))
+    floor = np.stack([fx.ravel(), fy.ravel(), np.zeros(fx.size)])
+    xyz = np.concatenate([wall, floor], 1)
+
+    def squares(u, height):                                  # dark and light grey, their mean the floor's
+        dark = ((np.floor(u / SQUARE) + np.floor(height / SQUARE)) % 2 == 0)[:, None]
+        return np.where(dark, 0.2, 0.4) * np.ones((1, 3))
+
+    true = np.concatenate([squares(y.ravel(), z.ravel()), np.full((fx.size, 3), 0.3)])
+    seen = (fogged(true, np.linalg.norm(xyz - eye[:, None], axis=0)) * 255).round().astype(np.uint8)
+    f = RegionFloor(region, margin=0.5)
+    f.learn(xyz, seen, eye)
+    assert f.haze is not None
+    K = pinhole(SIZE, 70.0)
+    view = level_view(0.0)
+    view[:3, 3] = -view[:3, :3] @ torch.tensor([10.0, 0.0, EYE], dtype=torch.float64)   # 2 m from the wall
+    v, u = np.meshgrid(np.arange(SIZE) + 0.5, np.arange(SIZE) + 0.5, indexing="ij")
+    along = -2.0 * (u - K[0, 2].item()) / K[0, 0].item()      # looking along +x, camera right is -y
+    height = EYE - 2.0 * (v - K[1, 2].item()) / K[1, 1].item()
+    edge = np.minimum(np.abs((along / SQUARE + 0.5) % 1 - 0.5), np.abs((height / SQUARE + 0.5) % 1 - 0.5)) * SQUARE
+    errors = {}
+    for with_haze in (True, False):
+        w = RegionWalls(region, margin=0.5)
+        assert w.learn(xyz, seen, eye, f.haze if with_haze else None) == 1
+        rgb, cov, _ = w.draw(*empty_render(), K, view)
+        inner = (cov[0, 0].numpy() > 0) & (edge > 0.12)
+        assert inner.sum() > 500
+        ray = np.sqrt(4.0 + along[inner] ** 2 + (height[inner] - EYE) ** 2)
+        want = fogged(squares(along[inner], height[inner]), ray)
+        errors[with_haze] = np.abs(rgb[0].permute(1, 2, 0).numpy()[inner] - want).mean()
+    assert errors[True] < 0.025 and errors[False] > 2 * errors[True]
+    with pytest.raises(ValueError, match="eye"):
+        RegionWalls(region).learn(xyz, seen, eye[:2], f.haze)

@@ -20,8 +20,10 @@ period along each world axis (``texture_tiles.find_period``). A periodic axis is
 its period over every floor point within reach, which fills and denoises the tile; an axis with
 no period takes a ``window``-metre stretch of the best-seen ground and wraps it (a grain floor
 without the points off its median chromaticity: a ramp lying on the sand). The tile is binned
-into ``texel``-metre texels (empty ones from their neighbours), with five box-filtered mip
-levels.
+into ``texel``-metre texels (empty ones from their neighbours), with six box-filtered mip
+levels (the tile, then halved five times). The floor's colour against distance at any distance (less its mean within reach) is
+the start frame's haze (``texture_tiles.DistanceHaze``: fog, a grazing floor's sheen), which the
+walls take out of their far-seen texture and put back at the distance they are drawn at.
 
 ``draw``: where a pixel's ray meets the floor plane (``eye_height`` under the start camera: a
 jump does not lift it) inside the walls (``margin`` beyond the region's edges), and the render
@@ -40,7 +42,7 @@ import torch
 
 from alaya.data.walkable_region import WalkableRegion
 from alaya.models.region_walls import BEYOND, camera_rays, painted
-from alaya.models.texture_tiles import LUMA, fill_empty, find_period
+from alaya.models.texture_tiles import LUMA, DistanceHaze, fill_empty, find_period, learn_haze
 
 ABOVE_FLOOR = 0.3            # metres above the camera's foot a floor point may be (a bump, a slope)
 BELOW_FLOOR = 0.8            # ... and below it
@@ -84,6 +86,7 @@ class RegionFloor:
         self.size = np.ones(2)                                              # metres the tile spans along x, y
         self.periods: tuple[float | None, float | None] = (None, None)
         self.height = 0.0                                                   # the floor plane's z, metres
+        self.haze: DistanceHaze | None = None                               # the start frame's, from its floor
         self._last_rays = None                                              # (camera, _rays of it)
 
     def learn(self, xyz, rgb, eye) -> bool:
@@ -97,8 +100,13 @@ class RegionFloor:
         self.height = foot                                 # the floor plane: a jump, a bump do not move it
         self._last_rays = None
         near = np.hypot(*(xyz[:2] - eye[:2, None])) <= self.reach
-        floor = near & (xyz[2] < foot + ABOVE_FLOOR) & (xyz[2] > foot - BELOW_FLOOR)
-        self.mips = None
+        ground = (xyz[2] < foot + ABOVE_FLOOR) & (xyz[2] > foot - BELOW_FLOOR)
+        floor = near & ground
+        self.mips, self.haze = None, None
+        if ground.any():                                   # the floor at any distance: the haze
+            ground[ground] = _on_ground(xyz[:, ground])
+            self.haze = learn_haze(np.linalg.norm(xyz[:, ground] - eye[:, None], axis=0),
+                                   rgb[ground].astype(np.float32) / 255, near[ground])
         if floor.sum() < MIN_POINTS:
             return False
         floor[floor] = _on_ground(xyz[:, floor])

@@ -1,6 +1,6 @@
 """The walkable region's shell: its border walls (``RegionWalls``) and its floor (``RegionFloor``),
 learnt from a session's start frame and drawn into every memory render where the memory has
-nothing nearer.
+nothing nearer; the walls' far-seen texture less the start frame's haze (learnt from the floor).
 
 ::
 
@@ -62,12 +62,11 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
     R = to_region.double()
     xyz = (R[:3, :3] @ memory.xyz.double() + R[:3, 3:]).numpy()
     rgb = memory.rgb.numpy()
-    walls = floor = None
+    eye = (R[:3, :3] @ camera_centre(torch.as_tensor(start_view).double()) + R[:3, 3]).numpy()
+    floor = RegionFloor(region, config.memory_wall_margin or FLOOR_MARGIN, eye_height=config.eye_height)
+    floor.learn(xyz, rgb, eye)                     # (learnt for its haze, which the walls take, even when not drawn)
+    walls = None
     if config.memory_wall_margin > 0:
         walls = RegionWalls(region, config.memory_wall_margin, borrow=config.memory_wall_borrow)
-        walls.learn(xyz, rgb)
-    if config.memory_floor:
-        eye = R[:3, :3] @ camera_centre(torch.as_tensor(start_view).double()) + R[:3, 3]
-        floor = RegionFloor(region, config.memory_wall_margin or FLOOR_MARGIN, eye_height=config.eye_height)
-        floor.learn(xyz, rgb, eye.numpy())
-    return RegionShell(walls, floor, to_region)
+        walls.learn(xyz, rgb, eye, floor.haze)
+    return RegionShell(walls, floor if config.memory_floor else None, to_region)

@@ -18,7 +18,10 @@ binned over (metres along the edge, height) into ``texel``-metre texels, each th
 its points, empty texels filled from their neighbours; the wall's top is the points' 95th
 height percentile. A wall no points show (fewer than 30, or over less than 0.5 m) borrows the
 best-seen wall's texture and the seen walls' median top with ``borrow`` (a border's material is
-unknown there; the seen one's colour and grain are the best guess), else it is not drawn. ``draw``: where a pixel's ray leaves the
+unknown there; the seen one's colour and grain are the best guess), else it is not drawn. A wall
+seen 10-15 m away carries that far's fog: given the start frame's haze (``RegionFloor.haze``,
+the floor's colour against distance), each point's haze is taken out and ``draw`` puts back the
+haze at the distance it draws. ``draw``: where a pixel's ray leaves the
 grown region between the floor and that wall's top, and the render has no point there or one
 more than 0.5 m beyond the wall, the pixel shows the texel the ray meets (tiled along the edge,
 nearest texel: the texture's edges stay crisp), at the wall's depth, as covered. The network then
@@ -37,7 +40,7 @@ from alaya.data.walkable_region import WalkableRegion
 from alaya.models.camera_constraints import camera_centre
 from alaya.models.memory_checks import check_camera
 from alaya.models.sky_dome import pixel_directions
-from alaya.models.texture_tiles import LUMA, fill_empty, find_period
+from alaya.models.texture_tiles import LUMA, DistanceHaze, fill_empty, find_period
 
 NEAR_WALL = (-0.3, 1.0)     # metres beyond the wall plane (the grown edge) whose points make its texture
 BEYOND = 0.5                # metres: a memory point this far behind the wall is hidden by it
@@ -93,16 +96,26 @@ class RegionWalls:
         self.out = np.stack([self.along[:, 1], -self.along[:, 0]], 1)      # (M, 2) outward normals
         self.offset = np.einsum("mk,mk->m", self.out, a) + self.margin     # wall plane: out . p = offset
         self.walls: list[WallTexture] | None = None
+        self.haze: DistanceHaze | None = None
 
-    def learn(self, xyz, rgb) -> int:
+    def learn(self, xyz, rgb, eye=None, haze: DistanceHaze | None = None) -> int:
         """Each wall's texture from points ``xyz`` (3, N) in the region's world (metres, z up from
         its floor) with colours ``rgb`` (N, 3) uint8; returns how many walls the points show (0:
-        ``draw`` draws nothing)."""
+        ``draw`` draws nothing). With the camera centre ``eye`` (3,) that saw them and its
+        ``haze`` (``RegionFloor.haze``), the texture is the walls' colour near at hand: each
+        point's haze at its distance taken out (``draw`` puts it back at the distance drawn)."""
         xyz = np.asarray(xyz, np.float64)
         rgb = np.asarray(rgb)
         if xyz.ndim != 2 or xyz.shape[0] != 3 or rgb.shape != (xyz.shape[1], 3):
             raise ValueError(f"xyz, rgb: expected (3, N) and (N, 3), got {xyz.shape} and {rgb.shape}")
         colours = rgb.astype(np.float32) / 255
+        self.haze = None
+        if haze is not None and eye is not None:
+            eye = np.asarray(eye, np.float64).reshape(-1)
+            if eye.shape != (3,):
+                raise ValueError(f"eye: expected (3,), got {eye.shape}")
+            self.haze = haze
+            colours = np.clip(colours - haze.at(np.linalg.norm(xyz - eye[:, None], axis=0)), 0, 1).astype(np.float32)
         beyond = self.out @ xyz[:2] - self.offset[:, None]                 # (M, N) metres beyond each wall
         nearest = np.abs(beyond).argmin(0)                                 # a corner's points: the nearer wall's
         seen: list[WallTexture | None] = []
@@ -184,4 +197,6 @@ class RegionWalls:
             iz = np.floor(z[i][on] / wall.texel_z).astype(int)
             iz = iz % rows if wall.wrap_z else np.clip(iz, 0, rows - 1)
             colours[on] = wall.texels[iz, iu]
+        if self.haze is not None:
+            colours = np.clip(colours + self.haze.at(t[i]), 0, 1).astype(np.float32)
         return painted(rgb, coverage, depth, i, colours, along_view[i])

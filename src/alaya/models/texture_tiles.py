@@ -1,6 +1,7 @@
 """Textures from scattered samples of a surface: the period a repeating texture has along an
-axis (``find_period``), and texels no sample fell in filled from their neighbours
-(``fill_empty``). Used by the region's floor and walls (``region_floor``, ``region_walls``).
+axis (``find_period``), texels no sample fell in filled from their neighbours (``fill_empty``),
+and what distance adds to a colour as a camera sees it (``DistanceHaze``, ``learn_haze``). Used
+by the region's floor and walls (``region_floor``, ``region_walls``).
 
 ``find_period`` bins the samples into a fine grid and compares it with itself moved along by a
 trial period (and by two to four of it, where the samples reach: a small error in the period
@@ -10,6 +11,8 @@ folds the samples tightest (phase dispersion: every sample of every period count
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,6 +27,9 @@ TREND = 2.0                  # metres: the box whose mean is taken out of the gr
 GRID = 0.02                  # metres: the texels along the searched axis
 MIN_PAIRS = 200              # texels that must meet a moved one for a mismatch to count
 SHIFTS = 4                   # the texture is compared with itself moved by 1 ... SHIFTS periods
+HAZE_BAND = 1.0              # metres: the distance bands of a haze
+HAZE_SAMPLES = 40            # samples a band needs (fewer: interpolated from its neighbours)
+HAZE_BANDS = 40              # bands: 0 to 40 m (the memory's reach); farther takes the last
 
 
 def _grid(along: np.ndarray, across: np.ndarray, lum: np.ndarray, texel: float) -> tuple[np.ndarray, np.ndarray]:
@@ -118,3 +124,39 @@ def fill_empty(texels: np.ndarray) -> np.ndarray:
         mean = np.where(known, around, 0).sum(0) / np.maximum(known.sum(0), 1)
         t = np.where(missing[..., None] & known.any(0), mean, t)
     return np.where(np.isnan(t), np.nanmedian(t.reshape(-1, 3), 0), t).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class DistanceHaze:
+    """What distance adds to a surface's colour as a camera sees it: the game's fog (a share of
+    its fog colour, growing with distance) and, on a floor, its sheen at a grazing angle.
+    ``offsets`` (HAZE_BANDS, 3): per ``HAZE_BAND``-metre band of distance, the mean colour seen
+    there less the mean seen near (the samples a texture is made from)."""
+    offsets: np.ndarray
+
+    def at(self, distance) -> np.ndarray:
+        """(n, 3) offsets at ``distance`` (n,) metres from the camera (linear between the bands'
+        centres; nearer than the first centre its offset, farther than the last the last's)."""
+        d = np.nan_to_num(np.asarray(distance, np.float64), nan=0.0, posinf=HAZE_BANDS * HAZE_BAND)
+        centres = (np.arange(HAZE_BANDS) + 0.5) * HAZE_BAND
+        return np.stack([np.interp(d, centres, self.offsets[:, k]) for k in range(3)], 1)
+
+
+def learn_haze(distance: np.ndarray, colours: np.ndarray, near: np.ndarray) -> DistanceHaze | None:
+    """The haze of one surface's samples: their distances (N,) metres from the camera that saw
+    them, colours (N, 3) in [0, 1], and ``near`` (N,) bool, the samples its texture is made from
+    (the reference: offset 0); bands with fewer than ``HAZE_SAMPLES`` take their neighbours'
+    (linear, the ends held). None when fewer than ``HAZE_SAMPLES`` samples are near or no band
+    has enough."""
+    distance, colours, near = np.asarray(distance, np.float64), np.asarray(colours, np.float64), np.asarray(near, bool)
+    if near.sum() < HAZE_SAMPLES:
+        return None
+    band = np.minimum((distance / HAZE_BAND).astype(np.int64), HAZE_BANDS - 1)
+    count = np.bincount(band, minlength=HAZE_BANDS)
+    known = np.nonzero(count >= HAZE_SAMPLES)[0]
+    if not len(known):
+        return None
+    mean = np.stack([np.bincount(band, colours[:, k], minlength=HAZE_BANDS) for k in range(3)], 1) / np.maximum(count, 1)[:, None]
+    offsets = mean[known] - colours[near].mean(0)
+    every = np.arange(HAZE_BANDS)
+    return DistanceHaze(np.stack([np.interp(every, known, offsets[:, k]) for k in range(3)], 1).astype(np.float32))
