@@ -105,20 +105,18 @@ def test_without_borrow_a_wall_never_seen_is_not_drawn(walls):
     assert torch.equal(seen[0], walls.draw(*empty_render(), K, level_view(0.0))[0])   # the seen wall as before
 
 
-def test_nearer_memory_stays_and_memory_on_or_beyond_the_wall_gives_way(walls):
+def test_nearer_memory_stays_and_memory_beyond_the_wall_gives_way(walls):
     K = pinhole(SIZE, 70.0)
     rgb, cov, depth = empty_render()
     rgb[:, 1] = 1.0
     cov[:] = 1.0
     depth[..., :, : SIZE // 2] = 1.5                         # nearer than the wall: a body in front
-    depth[..., :, SIZE // 2:] = 9.0                          # beyond it: the memory's far field ...
-    depth[..., : SIZE // 2, SIZE // 2:] = 2.4                # ... and, above, the wall's own far-seen points
+    depth[..., :, SIZE // 2:] = 9.0                          # beyond it: the memory's far field
     out_rgb, out_cov, out_depth = walls.draw(rgb, cov, depth, K, level_view(0.0))
     wall = torch.from_numpy(wall_pixels(level_view(0.0), K, 2.5, walls.walls[0].top))
     left, right = wall.clone(), wall.clone()
     left[:, SIZE // 2:] = False
     right[:, : SIZE // 2] = False
-    assert right[: SIZE // 2].any() and right[SIZE // 2:].any()
     assert torch.equal(out_rgb[0][:, left], rgb[0][:, left]) and (out_depth[0, 0][left] == 1.5).all()
     assert (out_depth[0, 0][right] - 2.5).abs().max() < 1e-4 and (out_rgb[0, 1][right] < 1.0).all()
     assert out_rgb is not rgb and rgb[0, 1].eq(1.0).all()     # the input is not written

@@ -23,8 +23,7 @@ seen 10-15 m away carries that far's fog: given the start frame's haze (``Region
 the floor's colour against distance), each point's haze is taken out and ``draw`` puts back the
 haze at the distance it draws. ``draw``: where a pixel's ray leaves the
 grown region between the floor and that wall's top, and the render has no point there or one
-no nearer than 0.3 m in front of the wall (the wall's own far-seen points, fogged, among them),
-the pixel shows the texel the ray meets (tiled along the edge,
+more than 0.5 m beyond the wall, the pixel shows the texel the ray meets (tiled along the edge,
 nearest texel: the texture's edges stay crisp), at the wall's depth, as covered. The network then
 refines a wall where it would have invented a field.
 """
@@ -44,9 +43,7 @@ from alaya.models.sky_dome import pixel_directions
 from alaya.models.texture_tiles import LUMA, DistanceHaze, fill_empty, find_period
 
 NEAR_WALL = (-0.3, 1.0)     # metres beyond the wall plane (the grown edge) whose points make its texture
-BEYOND = 0.5                # metres: a memory point this far behind the floor is hidden by it
-ON_WALL = 0.3               # metres: a memory point no nearer than this in front of a wall is the wall (its far-seen
-                            # colour, fog and all: the wall's texture, its haze taken out, is drawn over it)
+BEYOND = 0.5                # metres: a memory point this far behind the wall is hidden by it
 MIN_POINTS = 30             # points that make a wall seen ...
 MIN_SPAN = 0.5              # ... over at least this many metres along it
 FOLDED = 0.04               # metres: a repeating texture's texels, its points folded into one period
@@ -184,7 +181,7 @@ class RegionWalls:
         tops = np.array([w.top for w in self.walls])[edge]
         along_view = t * (-w2c[2, :3].numpy() @ d)                          # depth along the view axis
         covered = coverage.reshape(-1).numpy() > 0.5
-        behind = depth.reshape(-1).numpy() > along_view - ON_WALL
+        behind = depth.reshape(-1).numpy() > along_view + BEYOND
         take = np.isfinite(t) & (z >= 0) & (z <= tops) & (~covered | behind)
         if not take.any():
             return rgb, coverage, depth
