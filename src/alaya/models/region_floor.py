@@ -21,9 +21,10 @@ its period over every floor point within reach, which fills and denoises the til
 no period takes a ``window``-metre stretch of the best-seen ground and wraps it (a grain floor
 without the points off its median chromaticity: a ramp lying on the sand). The tile is binned
 into ``texel``-metre texels (empty ones from their neighbours), with six box-filtered mip
-levels (the tile, then halved five times). The floor's colour against distance at any distance (less its mean within reach) is
-the start frame's haze (``texture_tiles.DistanceHaze``: fog, a grazing floor's sheen), which the
-walls take out of their far-seen texture and put back at the distance they are drawn at.
+levels (the tile, then halved five times). The floor's colour against distance, at any
+distance, less its mean within reach, is the start frame's haze (``texture_tiles.DistanceHaze``:
+fog, a grazing floor's sheen), which the walls take out of their far-seen texture and put back
+at the distance they are drawn at.
 
 ``draw``: where a pixel's ray meets the floor plane (``eye_height`` under the start camera: a
 jump does not lift it) inside the walls (``margin`` beyond the region's edges), and the render

@@ -21,10 +21,10 @@ best-seen wall's texture and the seen walls' median top with ``borrow`` (a borde
 unknown there; the seen one's colour and grain are the best guess), else it is not drawn. A wall
 seen 10-15 m away carries that far's fog: given the start frame's haze (``RegionFloor.haze``,
 the floor's colour against distance), each point's haze is taken out and ``draw`` puts back the
-haze at the distance it draws. ``draw``: where a pixel's ray leaves the
-grown region between the floor and that wall's top, and the render has no point there or one
-more than 0.5 m beyond the wall, the pixel shows the texel the ray meets (tiled along the edge,
-nearest texel: the texture's edges stay crisp), at the wall's depth, as covered. The network then
+haze at the distance it draws. ``draw``: where a pixel's ray leaves the grown region between
+the floor and that wall's top, and the render has no point there or one more than 0.5 m beyond
+the wall, the pixel shows the texel the ray meets (tiled along the edge, nearest texel: the
+texture's edges stay crisp), at the wall's depth, as covered. The network then
 refines a wall where it would have invented a field.
 """
 
