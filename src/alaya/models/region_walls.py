@@ -49,11 +49,22 @@ MIN_SPAN = 0.5              # ... over at least this many metres along it
 FOLDED = 0.04               # metres: a repeating texture's texels, its points folded into one period
 
 
+_last_rays = None           # (camera, camera_rays of it): the walls and the floor draw the same view each frame
+
+
 def camera_rays(K, world_to_camera, H: int, W: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray]:
     """(K, world_to_camera as float64, the unit world directions (3, H * W) of the pixels' rays
-    and the camera's centre (3,), numpy), or ValueError naming a bad camera."""
+    and the camera's centre (3,), numpy; shared, not to be written), or ValueError naming a bad
+    camera. The last camera's are kept: a view's walls and floor cast the same rays."""
+    global _last_rays
+    key = tuple((a.shape, a.tobytes()) for a in (np.asarray(K, np.float64), np.asarray(world_to_camera, np.float64))) + (H, W)
+    last = _last_rays
+    if last is not None and last[0] == key:
+        return last[1]
     K, w2c = check_camera(K, world_to_camera)
-    return K, w2c, pixel_directions(K, w2c, H, W).double().numpy(), camera_centre(w2c).numpy()
+    rays = K, w2c, pixel_directions(K, w2c, H, W).double().numpy(), camera_centre(w2c).numpy()
+    _last_rays = key, rays
+    return rays
 
 
 def painted(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, pixels: np.ndarray, colours: np.ndarray,
