@@ -149,31 +149,31 @@ def test_depth_at_is_where_the_floor_is_drawn(floor):
     assert not RegionFloor(REGION).depth_at(K, view(0.0, -30.0), SIZE, SIZE).any()   # none learnt: none
 
 
-def test_a_generated_frame_keeps_out_of_the_memory_what_lies_on_the_drawn_floor(floor):
-    """``generated_insert(drawn_floor=)``: pixels whose generated depth is the floor's (or, within
-    ``FLOOR_SLACK``, nearer) go in as nothing; a body standing on it, and pixels the floor does
+def test_a_generated_frame_keeps_out_of_the_memory_what_lies_on_the_drawn_shell(floor):
+    """``generated_insert(drawn_shell=)``: pixels whose generated depth is the floor's (or, within
+    ``SHELL_SLACK``, nearer) go in as nothing; a body standing on it, and pixels the floor does
     not reach, go in."""
-    from alaya.models.memory_conditioning import FLOOR_SLACK, encode_depth, generated_insert
+    from alaya.models.memory_conditioning import SHELL_SLACK, encode_depth, generated_insert
     K = pinhole(SIZE, 70.0)
     w2c = view(0.0, -20.0)
     at = torch.from_numpy(floor.depth_at(K, w2c, SIZE, SIZE)).float()
     on = at > 0
     assert on[-1].all() and not on[0].any()
-    depth = torch.where(on, at * (1 - FLOOR_SLACK / 2), torch.full_like(at, 20.0))   # the floor, a little short
+    depth = torch.where(on, at * (1 - SHELL_SLACK / 2), torch.full_like(at, 20.0))   # the floor, a little short
     depth[:, : SIZE // 4] = torch.where(on[:, : SIZE // 4], at[:, : SIZE // 4] * 0.6, depth[:, : SIZE // 4])   # a body on it
     image = torch.rand(5, SIZE, SIZE)
     image[3] = encode_depth(depth)
     args = (image, K, w2c.float(), None, False, 0.0, 0.5)
     _, plain, _ = generated_insert(*args)
-    _, kept, _ = generated_insert(*args, drawn_floor=at)
+    _, kept, _ = generated_insert(*args, drawn_shell=at)
     assert (plain > 0).all()
     body = torch.zeros(SIZE, SIZE, dtype=torch.bool)
     body[:, : SIZE // 4] = True
     assert (kept[on & ~body] == 0).all()                       # on the floor: left out
     assert (kept[on & body] > 0).all()                         # the body: in
     torch.testing.assert_close(kept[~on], plain[~on])          # no floor there: as without
-    with pytest.raises(ValueError, match="drawn_floor"):
-        generated_insert(*args, drawn_floor=at[:-1])
+    with pytest.raises(ValueError, match="drawn_shell"):
+        generated_insert(*args, drawn_shell=at[:-1])
 
 
 def test_a_session_turned_round_shows_the_floor_it_never_saw():
@@ -208,7 +208,7 @@ def test_a_session_turned_round_shows_the_floor_it_never_saw():
 def test_a_session_keeps_what_its_network_replaced_on_the_floor_out_of_its_memory():
     """A network whose gate replaces everything the memory shows (so every generated pixel may go
     into the memory): turned round, the floor it is shown is drawn, and none of the points its
-    frames add lie on the floor; with the session's floor depth withheld, many do."""
+    frames add lie on the floor; with the session's drawn depth withheld, many do."""
     from alaya.runtime.world_session import WorldSession
     from test_region_walls import _Turn
     from tiny_memory import still_model
@@ -226,7 +226,7 @@ def test_a_session_keeps_what_its_network_replaced_on_the_floor_out_of_its_memor
         session = WorldSession(model, size=32, backend="torch", camera_motion=_Turn(), region=REGION)
         session.reset(frame, depth=depth, view=start.numpy(), pitch=-20.0)
         if withheld:
-            session._shell.floor_depth = lambda *a: None
+            session._shell.drawn_depth = lambda *a: None
         first = session.memory.xyz.shape[1]                  # the start frame's points come first
         for _ in range(18):
             session.step(np.zeros(8, np.float32))
@@ -246,6 +246,17 @@ def value_noise(x: np.ndarray, y: np.ndarray, scale: float, seed: int = 0) -> np
     fu, fv = u - i, v - j
     return ((1 - fu) * (1 - fv) * lattice[j, i] + fu * (1 - fv) * lattice[j, i + 1]
             + (1 - fu) * fv * lattice[j + 1, i] + fu * fv * lattice[j + 1, i + 1])
+
+
+def test_a_period_sampled_on_a_lattice_coarser_than_the_search_grid_is_found_whole():
+    """Samples on a regular lattice (a wall seen far away: a pixel every 5 to 16 cm) of a 0.96 m
+    checker: the period found is 0.96 m, not a half or a third of it (left empty, the fine grid's
+    cells between samples matched the texture to itself moved by a part of its period)."""
+    for spacing in (0.04, 0.05, 0.07, 0.12, 0.16):
+        u, z = np.meshgrid(np.arange(-5.0, 5.0, spacing), np.arange(0.06, 2.5, spacing))
+        u, z = u.ravel(), z.ravel()
+        lum = ((np.floor(u / 0.48) + np.floor(z / 0.48)) % 2).astype(float)
+        assert abs(find_period(u, z, lum, 0.04) - 0.96) < 0.03, spacing
 
 
 def test_a_smooth_grain_has_no_period_and_a_fogged_pattern_keeps_its_own():

@@ -122,6 +122,18 @@ def test_nearer_memory_stays_and_memory_beyond_the_wall_gives_way(walls):
     assert out_rgb is not rgb and rgb[0, 1].eq(1.0).all()     # the input is not written
 
 
+def test_depth_at_is_where_the_walls_are_drawn(walls):
+    K = pinhole(SIZE, 70.0)
+    for yaw in (0.0, 30.0, 135.0):
+        _, cov, depth = walls.draw(*empty_render(), K, level_view(yaw))
+        at = walls.depth_at(K, level_view(yaw), SIZE, SIZE)
+        drawn = cov[0, 0].numpy() > 0
+        assert at.shape == (SIZE, SIZE) and drawn.any() and np.array_equal(at > 0, drawn)
+        assert np.abs(at[drawn] - depth[0, 0].numpy()[drawn]).max() < 1e-4
+    region = WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]]))
+    assert not RegionWalls(region).depth_at(K, level_view(0.0), SIZE, SIZE).any()   # none learnt: none
+
+
 def test_no_wall_seen_draws_nothing_and_bad_input_names_the_field():
     region = WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]]))
     w = RegionWalls(region, margin=0.5)
@@ -191,6 +203,46 @@ def test_a_session_turned_to_a_border_it_never_saw_shows_a_wall():
     assert np.abs(shown[0.5][16:19] - shown[0.0][16:19]).mean() > 30
     assert np.abs(far[0.5][16:19] / 11.5 - 1).max() < 0.1          # the wall's depth, 11.5 m along the view axis
     assert (np.abs(far[0.0][16:19] / 11.5 - 1) > 0.5).all()        # without: the stale start frame's 1.5 m
+
+
+def test_a_session_keeps_what_its_network_replaced_on_a_drawn_wall_out_of_its_memory():
+    """A network whose gate replaces everything the memory shows (every generated pixel may go
+    into the memory), turned round past the walls: none of the points its frames add lie on a
+    drawn wall (a point stored there would hide it from then on); with the session's drawn depth
+    withheld, many do."""
+    import dataclasses
+
+    from alaya.runtime.world_session import WorldSession
+    from tiny_memory import still_model
+    region = WalkableRegion(np.array([[-6.0, -6.0], [6.0, -6.0], [6.0, 6.0], [-6.0, 6.0]]))
+    start = level_view(0.0)
+    start[:3, 3] = -start[:3, :3] @ torch.tensor([5.0, 0.0, EYE], dtype=torch.float64)   # at (5, 0), facing +x
+    depth = np.full((32, 32), 1.5, np.float32)
+    depth[:8] = 0
+    K = pinhole(32, 50.0).numpy()
+    v, u = np.meshgrid(np.arange(32) + 0.5, np.arange(32) + 0.5, indexing="ij")
+    frame = checker((-1.5 * (u - K[0, 2]) / K[0, 0]).ravel(), (EYE - 1.5 * (v - K[1, 2]) / K[1, 1]).ravel())
+    frame = frame.reshape(32, 32, 3)
+    frame[:8] = 220
+    on_wall = {}
+    for withheld in (False, True):
+        model = still_model()
+        with torch.no_grad():
+            model.core.out.bias[64:] = -1e6                  # the gate replaces the memory everywhere
+        model.config = dataclasses.replace(model.config, memory_wall_margin=0.5, memory_floor=False)
+        session = WorldSession(model, size=32, backend="torch", camera_motion=_Turn(), region=region)
+        session.reset(frame, depth=depth, view=start.numpy(), pitch=0.0)
+        if withheld:
+            session._shell.drawn_depth = lambda *a: None
+        walls, start_points = session._shell.walls, session.memory.xyz.clone()
+        for _ in range(36):
+            session.step(np.zeros(8, np.float32))
+        added = torch.cdist(session.memory.xyz.T, start_points.T).min(1).values > 0.01   # (frames remove, merge start points)
+        R = session._to_region.double()
+        xyz = (R[:3, :3] @ session.memory.xyz[:, added].double() + R[:3, 3:]).numpy()
+        beyond = np.abs(walls.out @ xyz[:2] - walls.offset[:, None]).min(0)     # metres from the nearest wall plane
+        on_wall[withheld] = int(((beyond < 0.1) & (xyz[2] > 0.3) & (xyz[2] < walls.walls[0].top - 0.1)).sum())
+    assert on_wall[False] == 0 and on_wall[True] > 50
 
 
 def test_a_repeating_wall_is_folded_into_one_period(walls):

@@ -39,7 +39,7 @@ from alaya.models.view_warp import camera_rotation
 
 IMAGE_CHANNELS = 5            # rgb, disparity, gate
 MAX_DEPTH = 40.0              # metres: farther is sky (the memory's max_distance)
-FLOOR_SLACK = 0.1             # a generated point this share nearer than a drawn floor still lies on it
+SHELL_SLACK = 0.1             # a generated point this share nearer than a drawn wall or floor still lies on it
 _GL = torch.diag(torch.tensor([1.0, -1.0, -1.0]))   # camera_rotation's (right, down, forward) -> OpenGL
 
 
@@ -250,7 +250,7 @@ def in_observed_free_space(depth: torch.Tensor, K: torch.Tensor, view: torch.Ten
 def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, covered: torch.Tensor | None,
                      floor_clamp: bool, sky_depth: float, replace_below: float, depth_median: int = 0,
                      depth_outlier: float = 0.1, observed: ObservedFrame | None = None,
-                     drawn_floor: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                     drawn_shell: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """What of a generated frame goes into the scene memory, as play inserts it: ``image`` (5, H, W)
     in [0, 1] (``to_image`` of the shown latent: rgb, disparity, the gate ``composite`` used) seen
     by camera ``view`` (4, 4) with ``K``; ``covered`` (H, W): where the memory covered the view
@@ -266,9 +266,9 @@ def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, c
       frame remove the points it sees past. Where the gate kept the memory, nothing: the memory
       has it. ``replace_below`` 0: holes only;
     * with an ``observed`` frame: nothing where it saw through (``in_observed_free_space``);
-    * with ``drawn_floor`` (H, W): the depth at which the view sees a floor drawn into every
-      render (``RegionShell.floor_depth``; 0: none there), nothing that lies on it (no nearer
-      than ``FLOOR_SLACK`` of its depth): a point stored there would hide the floor from then on."""
+    * with ``drawn_shell`` (H, W): the depth at which the view sees the walls or the floor drawn
+      into every render (``RegionShell.drawn_depth``; 0: neither there), nothing that lies on them
+      (no nearer than ``SHELL_SLACK`` of that depth): a point stored there would hide them from then on."""
     H, W = image.shape[-2:]
     rgb = (image[:3].clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0)
     depth = decode_depth(image[3].clamp(0, 1))
@@ -283,11 +283,11 @@ def generated_insert(image: torch.Tensor, K: torch.Tensor, view: torch.Tensor, c
         depth = torch.where(sky, torch.full_like(depth, sky_depth), depth)
     if observed is not None:
         depth = torch.where(in_observed_free_space(depth, K, view, observed, sky_depth), torch.zeros_like(depth), depth)
-    if drawn_floor is not None:
-        if drawn_floor.shape != (H, W):
-            raise ValueError(f"drawn_floor: expected ({H}, {W}), got {tuple(drawn_floor.shape)}")
-        on_floor = (drawn_floor > 0) & (depth >= drawn_floor * (1 - FLOOR_SLACK))
-        depth = torch.where(on_floor, torch.zeros_like(depth), depth)
+    if drawn_shell is not None:
+        if drawn_shell.shape != (H, W):
+            raise ValueError(f"drawn_shell: expected ({H}, {W}), got {tuple(drawn_shell.shape)}")
+        on_shell = (drawn_shell > 0) & (depth >= drawn_shell * (1 - SHELL_SLACK))
+        depth = torch.where(on_shell, torch.zeros_like(depth), depth)
     return rgb, depth, replaced
 
 

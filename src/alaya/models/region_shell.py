@@ -6,7 +6,7 @@ nothing nearer; the walls' far-seen texture less the start frame's haze (learnt 
 
     shell = region_shell(region, to_region, memory, config, start_view)   # None: neither asked for
     rgb, coverage, depth = shell.draw(rgb, coverage, depth, K, view)       # view: the session's world_to_camera
-    floor = shell.floor_depth(K, view, H, W)                               # (H, W) metres, 0: no floor drawn there
+    drawn = shell.drawn_depth(K, view, H, W)                               # (H, W) metres, 0: neither drawn there
 
 A session's memory lives in its own world (the start camera at eye height over z = 0); the
 region, the walls and the floor live in the recordings' world. ``to_region`` (4, 4) takes the
@@ -15,6 +15,7 @@ session's world to the recordings'.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from alaya.data.walkable_region import WalkableRegion
@@ -42,13 +43,16 @@ class RegionShell:
                 rgb, coverage, depth = part.draw(rgb, coverage, depth, K, region_view)
         return rgb, coverage, depth
 
-    def floor_depth(self, K, view, H: int, W: int) -> torch.Tensor | None:
+    def drawn_depth(self, K, view, H: int, W: int) -> torch.Tensor:
         """(H, W) metres along the view axis at which the camera ``view`` (4, 4 world_to_camera,
-        session world) sees the floor drawn, 0 where it sees none; None with no floor."""
-        if self.floor is None:
-            return None
+        session world) sees the walls or the floor drawn, 0 where it sees neither."""
         region_view = torch.as_tensor(view).double() @ self.from_region
-        return torch.from_numpy(self.floor.depth_at(K, region_view, H, W)).float()
+        depth = np.zeros((H, W))
+        for part in (self.floor, self.walls):          # (a ray meets a wall only past the floor's edge)
+            if part is not None:
+                at = part.depth_at(K, region_view, H, W)
+                depth = np.where(at > 0, at, depth)
+        return torch.from_numpy(depth).float()
 
 
 def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, memory, config,

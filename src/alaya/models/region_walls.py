@@ -175,6 +175,28 @@ class RegionWalls:
         self.walls = [w if w is not None else dataclasses.replace(best, top=top, points=0) for w in seen]
         return len(known)
 
+    def _hits(self, K, world_to_camera, H: int, W: int):
+        """(each pixel's ray: the wall it meets first (H * W,), the ray's length to it (inf: none),
+        the height it meets it at, its depth along the view axis, whether that is on the wall
+        (between the floor and its top), the camera's rays and centre) from a camera in the region's world."""
+        K, w2c, d, eye = camera_rays(K, world_to_camera, H, W)
+        toward = self.out @ d[:2]                                          # (M, HW)
+        gap = (self.offset - self.out @ eye[:2])[:, None]
+        t = np.where(toward > 1e-6, gap / np.maximum(toward, 1e-6), np.inf)   # ray length to each wall plane
+        edge, t = t.argmin(0), t.min(0)
+        z = eye[2] + t * d[2]
+        tops = np.array([w.top for w in self.walls])[edge]
+        along_view = t * (-w2c[2, :3].numpy() @ d)                          # depth along the view axis
+        return edge, t, z, along_view, np.isfinite(t) & (z >= 0) & (z <= tops), d, eye
+
+    def depth_at(self, K, world_to_camera, H: int, W: int) -> np.ndarray:
+        """(H, W) metres along the view axis at which a camera (``K``, ``world_to_camera`` in the
+        region's world) sees the walls ``draw`` draws, 0 where its rays meet none (or none was learnt)."""
+        if self.walls is None:
+            return np.zeros((H, W))
+        _, _, _, along_view, on_wall, _, _ = self._hits(K, world_to_camera, H, W)
+        return np.where(on_wall, along_view, 0.0).reshape(H, W)
+
     def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, world_to_camera
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A render (rgb (1, 3, H, W), coverage (1, 1, H, W), depth (1, 1, H, W) metres) from the
@@ -183,17 +205,10 @@ class RegionWalls:
         nothing is drawn)."""
         if self.walls is None:
             return rgb, coverage, depth
-        K, w2c, d, eye = camera_rays(K, world_to_camera, *rgb.shape[-2:])
-        toward = self.out @ d[:2]                                          # (M, HW)
-        gap = (self.offset - self.out @ eye[:2])[:, None]
-        t = np.where(toward > 1e-6, gap / np.maximum(toward, 1e-6), np.inf)   # ray length to each wall plane
-        edge, t = t.argmin(0), t.min(0)
-        z = eye[2] + t * d[2]
-        tops = np.array([w.top for w in self.walls])[edge]
-        along_view = t * (-w2c[2, :3].numpy() @ d)                          # depth along the view axis
+        edge, t, z, along_view, on_wall, d, eye = self._hits(K, world_to_camera, *rgb.shape[-2:])
         covered = coverage.reshape(-1).numpy() > 0.5
         behind = depth.reshape(-1).numpy() > along_view + BEYOND
-        take = np.isfinite(t) & (z >= 0) & (z <= tops) & (~covered | behind)
+        take = on_wall & (~covered | behind)
         if not take.any():
             return rgb, coverage, depth
         i = np.nonzero(take)[0]

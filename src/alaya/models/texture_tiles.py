@@ -3,8 +3,10 @@ axis (``find_period``), texels no sample fell in filled from their neighbours (`
 and what distance adds to a colour as a camera sees it (``DistanceHaze``, ``learn_haze``). Used
 by the region's floor and walls (``region_floor``, ``region_walls``).
 
-``find_period`` bins the samples into a fine grid and compares it with itself moved along by a
-trial period (and by two to four of it, where the samples reach: a small error in the period
+``find_period`` bins the samples into a fine grid (a cell no sample fell in, between samples
+spaced wider than a cell, takes the nearest sample's value: left empty, such cells form a pattern
+of their own, and the texture moved by a part of its period would meet itself only where that
+pattern lines up) and compares it with itself moved along by a trial period (and by two to four of it, where the samples reach: a small error in the period
 then shows): a texture of that period (or a multiple of it) matches itself after differing at
 shorter shifts. The shortest such dip is taken, then refined: the period within 5% of it that
 folds the samples tightest (phase dispersion: every sample of every period counts).
@@ -32,9 +34,37 @@ HAZE_SAMPLES = 40            # samples a band needs (fewer: interpolated from it
 HAZE_BANDS = 40              # bands: 0 to 40 m (the memory's reach); farther takes the last
 
 
+def _spacing(along: np.ndarray, across: np.ndarray, texel: float) -> float:
+    """Metres between neighbouring samples along the axis (the median gap between the distinct
+    positions of the samples in each ``texel``-metre band across it; 0 with none)."""
+    band = np.floor((across - across.min()) / texel).astype(np.int64)
+    order = np.lexsort((along, band))
+    gaps = np.diff(along[order])[np.diff(band[order]) == 0]
+    gaps = gaps[gaps > 1e-6]
+    return float(np.median(gaps)) if gaps.size else 0.0
+
+
+def _nearest_fill(grid: np.ndarray, seen: np.ndarray, reach: int) -> tuple[np.ndarray, np.ndarray]:
+    """(grid, seen) with each unseen cell given its row's nearest seen cell's value, where that
+    is at most ``reach`` cells away."""
+    if reach < 1 or not seen.any():
+        return grid, seen
+    cols = grid.shape[1]
+    flat = np.nonzero(seen.ravel())[0]                      # row-major: a row's seen cells in order
+    cell = np.arange(grid.size)
+    right = np.minimum(np.searchsorted(flat, cell), len(flat) - 1)
+    left = np.maximum(right - 1, 0)
+    gap = lambda j: np.where(flat[j] // cols == cell // cols, np.abs(flat[j] - cell), cols)   # noqa: E731
+    near = np.where(gap(left) <= gap(right), flat[left], flat[right])
+    reached = np.minimum(gap(left), gap(right)) <= reach
+    filled = np.where(reached, grid.ravel()[near], 0.0).reshape(grid.shape)
+    return filled, reached.reshape(grid.shape)
+
+
 def _grid(along: np.ndarray, across: np.ndarray, lum: np.ndarray, texel: float) -> tuple[np.ndarray, np.ndarray]:
-    """``lum`` binned into (across, along) texels of ``texel`` x ``GRID`` metres: (means less their
-    ``TREND``-metre neighbourhood's, seen)."""
+    """``lum`` binned into (across, along) texels of ``texel`` x ``GRID`` metres, the cells
+    between samples spaced wider filled (``_nearest_fill``): (means less their ``TREND``-metre
+    neighbourhood's, seen or filled)."""
     i = np.floor((along - along.min()) / GRID).astype(np.int64)
     j = np.floor((across - across.min()) / texel).astype(np.int64)
     shape = (int(j.max()) + 1, int(i.max()) + 1)
@@ -42,6 +72,7 @@ def _grid(along: np.ndarray, across: np.ndarray, lum: np.ndarray, texel: float) 
     count = np.bincount(flat, minlength=shape[0] * shape[1]).reshape(shape)
     total = np.bincount(flat, lum, minlength=shape[0] * shape[1]).reshape(shape)
     grid, seen = total / np.maximum(count, 1), count > 0
+    grid, seen = _nearest_fill(grid, seen, int(round(0.5 * _spacing(along, across, texel) / GRID)))
     local = _box(grid * seen, (TREND / texel, TREND / GRID)) / np.maximum(_box(seen.astype(float), (TREND / texel, TREND / GRID)), 1e-9)
     return grid - local, seen                         # what changes over metres (fog, light) taken out
 

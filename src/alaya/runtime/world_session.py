@@ -236,15 +236,15 @@ class WorldSession:
     def _insert(self, z: torch.Tensor, observed: bool = False) -> None:
         """Frame n (its latents, as shown) into the memory at ``camera_view`` with its depth
         (``observed``: the start frame; a generated one's sky stays out of an extending dome, and
-        its pixels on the region's drawn floor stay out)."""
+        its pixels on the region's drawn walls and floor stay out)."""
         c = self.model.config
         image = to_image(z)[0]
         self._depth = decode_depth(image[3].clamp(0, 1))        # what the camera walks up to (_move_camera)
         self._shown = image[None, :3].clamp(0, 1), self._depth[None, None]   # a still camera's memory (step_latent)
-        floor = None if observed or self._shell is None else self._shell.floor_depth(self.K, self._view, *image.shape[-2:])
+        shell = None if observed or self._shell is None else self._shell.drawn_depth(self.K, self._view, *image.shape[-2:])
         rgb, depth, replaced = generated_insert(image, self.K, self._view, self._covered,
                                                 c.memory_floor_clamp, c.memory_sky_depth, c.memory_replace_below,
-                                                c.memory_depth_median, c.memory_depth_outlier, self._observed, floor)
+                                                c.memory_depth_median, c.memory_depth_outlier, self._observed, shell)
         self.memory.insert(rgb, depth, self.K, self._view, time=self.frame_index, see_through=replaced,
                            observed=observed)
 
