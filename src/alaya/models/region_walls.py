@@ -108,6 +108,7 @@ class RegionWalls:
         self.offset = np.einsum("mk,mk->m", self.out, a) + self.margin     # wall plane: out . p = offset
         self.walls: list[WallTexture] | None = None
         self.haze: DistanceHaze | None = None
+        self._last_hits = None                                             # (camera, _hits of it)
 
     def learn(self, xyz, rgb, eye=None, haze: DistanceHaze | None = None) -> int:
         """Each wall's texture from points ``xyz`` (3, N) in the region's world (metres, z up from
@@ -120,7 +121,7 @@ class RegionWalls:
         if xyz.ndim != 2 or xyz.shape[0] != 3 or rgb.shape != (xyz.shape[1], 3):
             raise ValueError(f"xyz, rgb: expected (3, N) and (N, 3), got {xyz.shape} and {rgb.shape}")
         colours = rgb.astype(np.float32) / 255
-        self.haze = None
+        self.haze, self._last_hits = None, None
         if haze is not None and eye is not None:
             eye = np.asarray(eye, np.float64).reshape(-1)
             if eye.shape != (3,):
@@ -178,7 +179,11 @@ class RegionWalls:
     def _hits(self, K, world_to_camera, H: int, W: int):
         """(each pixel's ray: the wall it meets first (H * W,), the ray's length to it (inf: none),
         the height it meets it at, its depth along the view axis, whether that is on the wall
-        (between the floor and its top), the camera's rays and centre) from a camera in the region's world."""
+        (between the floor and its top), the camera's rays and centre) from a camera in the region's
+        world; the last camera's are kept (a session draws a view, then inserts its frame from it)."""
+        key = (np.asarray(K, np.float64).tobytes(), np.asarray(world_to_camera, np.float64).tobytes(), H, W)
+        if self._last_hits is not None and self._last_hits[0] == key:
+            return self._last_hits[1]
         K, w2c, d, eye = camera_rays(K, world_to_camera, H, W)
         toward = self.out @ d[:2]                                          # (M, HW)
         gap = (self.offset - self.out @ eye[:2])[:, None]
@@ -187,7 +192,8 @@ class RegionWalls:
         z = eye[2] + t * d[2]
         tops = np.array([w.top for w in self.walls])[edge]
         along_view = t * (-w2c[2, :3].numpy() @ d)                          # depth along the view axis
-        return edge, t, z, along_view, np.isfinite(t) & (z >= 0) & (z <= tops), d, eye
+        self._last_hits = key, (edge, t, z, along_view, np.isfinite(t) & (z >= 0) & (z <= tops), d, eye)
+        return self._last_hits[1]
 
     def depth_at(self, K, world_to_camera, H: int, W: int) -> np.ndarray:
         """(H, W) metres along the view axis at which a camera (``K``, ``world_to_camera`` in the
