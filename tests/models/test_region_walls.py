@@ -134,6 +134,24 @@ def test_depth_at_is_where_the_walls_are_drawn(walls):
     assert not RegionWalls(region).depth_at(K, level_view(0.0), SIZE, SIZE).any()   # none learnt: none
 
 
+def test_sharpening_restores_the_contrast_a_far_footprint_blurred():
+    """``sharpened``: a flat texture stays; a step blurred over a texel (as a far pixel's
+    footprint blurs a wall) comes back steeper, its mean kept; the columns tile (the texture does
+    along its edge), so the last column's neighbour is the first."""
+    from alaya.models.region_walls import sharpened
+    flat = np.full((4, 6, 3), 0.4, np.float32)
+    np.testing.assert_allclose(sharpened(flat, False, 1.0), flat, atol=1e-6)
+    step = np.repeat(np.repeat(np.array([[0.2, 0.2, 0.4, 0.6, 0.8, 0.8, 0.6, 0.4]], np.float32), 4, 0)[..., None], 3, 2)
+    sharp = sharpened(step, False, 1.0)
+    assert sharp[0, 1, 0] < step[0, 1, 0] and sharp[0, 4, 0] > step[0, 4, 0]   # the dark side darker, the light lighter
+    np.testing.assert_allclose(sharp[:, 2:4], step[:, 2:4], atol=1e-6)          # the even ramp between stays
+    assert abs(sharp.mean() - step.mean()) < 1e-6
+    assert sharp[0, 0, 0] < step[0, 0, 0]                      # beside the last column's 0.4 (tiled): darker
+    assert np.array_equal(sharpened(step, False, 0.0), step)
+    with pytest.raises(ValueError, match="sharpen"):
+        RegionWalls(WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]])), sharpen=-1.0)
+
+
 def test_no_wall_seen_draws_nothing_and_bad_input_names_the_field():
     region = WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]]))
     w = RegionWalls(region, margin=0.5)

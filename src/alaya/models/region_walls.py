@@ -5,6 +5,7 @@
     walls = RegionWalls(region, margin=0.6)               # region: WalkableRegion, its world's floor z = 0
     walls.learn(memory_xyz, memory_rgb)                   # the start frame's points, region world
     rgb, coverage, depth = walls.draw(rgb, coverage, depth, K, world_to_camera)   # over a memory render
+    drawn = walls.depth_at(K, world_to_camera, H, W)      # (H, W) where a view sees them, 0 elsewhere
 
 The recordings say where players can stand (``WalkableRegion``), and a game keeps its players a
 little way from its border walls; so the border stands ``margin`` metres beyond the region's
@@ -15,7 +16,8 @@ then faces for the rest of the minute while the game shows the wall close up.
 ``learn`` makes each edge's wall texture from the points near its plane (``margin`` - 0.3 m to
 ``margin`` + 1 m out, above the floor; a point near two, at a corner, goes to the nearer):
 binned over (metres along the edge, height) into ``texel``-metre texels, each the mean colour of
-its points, empty texels filled from their neighbours; the wall's top is the points' 95th
+its points, empty texels filled from their neighbours, then sharpened (``sharpen``: an unsharp mask
+restores the contrast a far pixel's footprint averaged away); the wall's top is the points' 95th
 height percentile. A wall no points show (fewer than 30, or over less than 0.5 m) borrows the
 best-seen wall's texture and the seen walls' median top with ``borrow`` (a border's material is
 unknown there; the seen one's colour and grain are the best guess), else it is not drawn. A wall
@@ -47,6 +49,7 @@ BEYOND = 0.5                # metres: a memory point this far behind the wall is
 MIN_POINTS = 30             # points that make a wall seen ...
 MIN_SPAN = 0.5              # ... over at least this many metres along it
 FOLDED = 0.04               # metres: a repeating texture's texels, its points folded into one period
+SHARPEN = 1.0               # unsharp mask on a wall's texels: a far pixel's footprint blurred them
 
 
 _last_rays = None           # (camera, camera_rays of it): the walls and the floor draw the same view each frame
@@ -79,6 +82,18 @@ def painted(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, pixe
     return rgb, coverage, depth
 
 
+def sharpened(texels: np.ndarray, wrap_z: bool, amount: float) -> np.ndarray:
+    """``texels`` (rows, cols, 3) plus ``amount`` times their difference from their 3 x 3 mean
+    (columns tiled, rows tiled with ``wrap_z``, else the edge row repeated), clipped to [0, 1]."""
+    if amount <= 0:
+        return texels
+    p = np.pad(texels, ((1, 1), (0, 0), (0, 0)), mode="wrap" if wrap_z else "edge")
+    p = np.pad(p, ((0, 0), (1, 1), (0, 0)), mode="wrap")
+    rows, cols = texels.shape[:2]
+    mean = sum(p[a:a + rows, b:b + cols] for a in range(3) for b in range(3)) / 9
+    return np.clip(texels + amount * (texels - mean), 0, 1).astype(np.float32)
+
+
 @dataclass(frozen=True)
 class WallTexture:
     texels: np.ndarray      # (rows, cols, 3) float32 in [0, 1]; row 0 at the floor
@@ -94,12 +109,15 @@ class RegionWalls:
     """Walls ``margin`` metres beyond a ``WalkableRegion``'s edges; see the module docstring."""
 
     def __init__(self, region: WalkableRegion, margin: float = 0.6, texel: float = 0.12,
-                 borrow: bool = True, fold: bool = True) -> None:
+                 borrow: bool = True, fold: bool = True, sharpen: float = SHARPEN) -> None:
         if not (np.isfinite(margin) and margin >= 0):
             raise ValueError(f"margin: metres >= 0, got {margin!r}")
         if not (np.isfinite(texel) and texel > 0):
             raise ValueError(f"texel: metres > 0, got {texel!r}")
+        if not (np.isfinite(sharpen) and sharpen >= 0):
+            raise ValueError(f"sharpen: >= 0, got {sharpen!r}")
         self.margin, self.texel, self.borrow, self.fold = float(margin), float(texel), bool(borrow), bool(fold)
+        self.sharpen = float(sharpen)
         a = np.asarray(region.hull, np.float64)
         e = np.roll(a, -1, 0) - a
         self.start = a                                                     # (M, 2) each edge's first vertex
@@ -165,8 +183,8 @@ class RegionWalls:
             np.add.at(total, (iz, iu), colours[near])
             np.add.at(count, (iz, iu), 1)
             texels = np.where(count[..., None] > 0, total / np.maximum(count, 1)[..., None], np.nan)
-            seen.append(WallTexture(fill_empty(texels), float(u0), top, int(near.sum()), texel_u, texel_z,
-                                    pz is not None))
+            seen.append(WallTexture(sharpened(fill_empty(texels), pz is not None, self.sharpen), float(u0), top,
+                                    int(near.sum()), texel_u, texel_z, pz is not None))
         known = [w for w in seen if w is not None]
         if not known:
             self.walls = None
