@@ -4,11 +4,11 @@ and what distance adds to a colour as a camera sees it (``DistanceHaze``, ``lear
 by the region's floor and walls (``region_floor``, ``region_walls``).
 
 ``find_period`` bins the samples into a fine grid (a cell no sample fell in, between samples
-spaced wider than a cell, takes the nearest sample's value: left empty, such cells form a pattern
-of their own, and the texture moved by a part of its period would meet itself only where that
-pattern lines up) and compares it with itself moved along by a trial period (and by two to four of it, where the samples reach: a small error in the period
-then shows): a texture of that period (or a multiple of it) matches itself after differing at
-shorter shifts. The shortest such dip is taken, then refined: the period within 5% of it that
+spaced wider than a cell, takes the nearest sample's value: left empty, such cells form a
+pattern of their own, and the texture moved by a part of its period would meet itself only where
+that pattern lines up) and compares it with itself moved along by a trial period (and by two to
+four of it, where the samples reach: a small error in the period then shows): a texture of that
+period (or a multiple of it) matches itself after differing at shorter shifts. The shortest such dip is taken, then refined: the period within 5% of it that
 folds the samples tightest (phase dispersion: every sample of every period counts).
 """
 
