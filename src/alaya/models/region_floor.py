@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from alaya.data.walkable_region import WalkableRegion
-from alaya.models.region_walls import BEYOND, camera_rays, painted
+from alaya.models.region_walls import BEYOND, camera_key, camera_rays, painted
 from alaya.models.texture_tiles import LUMA, DistanceHaze, fill_empty, find_period, learn_haze
 
 ABOVE_FLOOR = 0.3            # metres above the camera's foot a floor point may be (a bump, a slope)
@@ -154,7 +154,7 @@ class RegionFloor:
         floor plane (inf where a ray does not meet it), where they meet it (2, H * W), and whether
         that is inside the walls (H * W,)) from a camera in the region's world; the last camera's
         are kept (a session draws a view, then inserts its frame from the same view)."""
-        key = (np.asarray(K, np.float64).tobytes(), np.asarray(world_to_camera, np.float64).tobytes(), H, W)
+        key = camera_key(K, world_to_camera, H, W)
         if self._last_rays is not None and self._last_rays[0] == key:
             return self._last_rays[1]
         K, w2c, d, eye = camera_rays(K, world_to_camera, H, W)

@@ -55,12 +55,18 @@ SHARPEN = 1.0               # unsharp mask on a wall's texels: a far pixel's foo
 _last_rays = None           # (camera, camera_rays of it): the walls and the floor draw the same view each frame
 
 
+def camera_key(K, world_to_camera, H: int, W: int) -> tuple:
+    """A camera's identity (its matrices' shapes and float64 values, the image size): what the
+    last-camera caches of the rays, the walls' and the floor's hits are keyed by."""
+    return tuple((a.shape, a.tobytes()) for a in (np.asarray(K, np.float64), np.asarray(world_to_camera, np.float64))) + (H, W)
+
+
 def camera_rays(K, world_to_camera, H: int, W: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray]:
     """(K, world_to_camera as float64, the unit world directions (3, H * W) of the pixels' rays
     and the camera's centre (3,), numpy; shared, not to be written), or ValueError naming a bad
     camera. The last camera's are kept: a view's walls and floor cast the same rays."""
     global _last_rays
-    key = tuple((a.shape, a.tobytes()) for a in (np.asarray(K, np.float64), np.asarray(world_to_camera, np.float64))) + (H, W)
+    key = camera_key(K, world_to_camera, H, W)
     last = _last_rays
     if last is not None and last[0] == key:
         return last[1]
@@ -199,7 +205,7 @@ class RegionWalls:
         the height it meets it at, its depth along the view axis, whether that is on the wall
         (between the floor and its top), the camera's rays and centre) from a camera in the region's
         world; the last camera's are kept (a session draws a view, then inserts its frame from it)."""
-        key = (np.asarray(K, np.float64).tobytes(), np.asarray(world_to_camera, np.float64).tobytes(), H, W)
+        key = camera_key(K, world_to_camera, H, W)
         if self._last_hits is not None and self._last_hits[0] == key:
             return self._last_hits[1]
         K, w2c, d, eye = camera_rays(K, world_to_camera, H, W)

@@ -8,8 +8,9 @@ spaced wider than a cell, takes the nearest sample's value: left empty, such cel
 pattern of their own, and the texture moved by a part of its period would meet itself only where
 that pattern lines up) and compares it with itself moved along by a trial period (and by two to
 four of it, where the samples reach: a small error in the period then shows): a texture of that
-period (or a multiple of it) matches itself after differing at shorter shifts. The shortest such dip is taken, then refined: the period within 5% of it that
-folds the samples tightest (phase dispersion: every sample of every period counts).
+period (or a multiple of it) matches itself after differing at shorter shifts. The shortest such
+dip is taken, then refined: the period within 5% of it that folds the samples tightest (phase
+dispersion: every sample of every period counts).
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ def _nearest_fill(grid: np.ndarray, seen: np.ndarray, reach: int) -> tuple[np.nd
     right = np.minimum(np.searchsorted(flat, cell), len(flat) - 1)
     left = np.maximum(right - 1, 0)
     gap = lambda j: np.where(flat[j] // cols == cell // cols, np.abs(flat[j] - cell), cols)   # noqa: E731
-    near = np.where(gap(left) <= gap(right), flat[left], flat[right])
-    reached = np.minimum(gap(left), gap(right)) <= reach
+    to_left, to_right = gap(left), gap(right)
+    near = np.where(to_left <= to_right, flat[left], flat[right])
+    reached = np.minimum(to_left, to_right) <= reach
     filled = np.where(reached, grid.ravel()[near], 0.0).reshape(grid.shape)
     return filled, reached.reshape(grid.shape)
 
