@@ -88,27 +88,59 @@ def test_the_learned_camera_walks_up_to_a_wall_and_not_through_it():
     assert max(walked) <= 1.2 + 0.02
 
 
-def test_stop_at_surfaces_shortens_only_a_walk_into_what_the_view_shows():
-    from alaya.models.camera_constraints import stop_at_surfaces
-    from alaya.models.camera_constraints import camera_centre
-    from alaya.models.camera_geometry import twist_to_matrix
+def test_slide_at_surfaces_stops_each_world_axis_at_what_the_memory_holds():
+    from alaya.models.camera_constraints import camera_centre, slide_at_surfaces
+    view = torch.from_numpy(_looking_along_x(0.0, 0.0)).float()
+    ys, zs = torch.meshgrid(torch.linspace(-3, 3, 121), torch.linspace(0.0, 2.5, 51), indexing="ij")
+    wall = torch.stack([torch.full_like(ys, 1.0), ys, zs]).reshape(3, -1)    # the plane x = 1, any height
+
+    def moved(delta: torch.Tensor) -> torch.Tensor:
+        return camera_centre(delta @ view) - camera_centre(view)
+
+    def going(x: float, y: float, z: float = 0.0) -> torch.Tensor:    # a delta moving the centre by (x, y, z)
+        delta = torch.eye(4)
+        delta[:3, 3] = -view[:3, :3] @ torch.tensor([x, y, z])
+        return delta
+
+    slanted = slide_at_surfaces(going(1.0, 0.5, 0.2), view, wall, 0.4)      # into the wall at a slant
+    torch.testing.assert_close(moved(slanted), torch.tensor([0.6, 0.5, 0.2]), atol=0.03, rtol=0)   # slides, rises
+    away = going(-1.0, 0.5)
+    torch.testing.assert_close(slide_at_surfaces(away, view, wall, 0.4), away)                  # walking away
+    torch.testing.assert_close(slide_at_surfaces(going(0.5, 0.0), view, wall, 0.4), going(0.5, 0.0))   # room
+    side = torch.stack([ys[:, 0] * 0 + 0.0, torch.full_like(ys[:, 0], 0.5), ys[:, 0] * 0 + 1.4]).repeat(1, 3)
+    side[0] = torch.linspace(-1, 1, side.shape[1])                            # a wall on the left, at y = 0.5
+    strafe = slide_at_surfaces(going(0.0, 0.3), view, side, 0.4)             # out of view, remembered: stops
+    torch.testing.assert_close(moved(strafe), torch.tensor([0.0, 0.1, 0.0]), atol=1e-3, rtol=0)
+    stray = wall[:, (wall[2] - 1.4).abs() < 0.05][:, :2]                     # two stray points are no wall
+    for top, stops in ((1.25, True), (1.1, False)):                         # a low wall: the game's eye may
+        low = wall[:, wall[2] <= top]                                       # be lower than this camera's
+        out = moved(slide_at_surfaces(going(1.0, 0.0), view, low, 0.4))
+        assert float(out[0]) == pytest.approx(0.6 if stops else 1.0, abs=0.03)
+    torch.testing.assert_close(slide_at_surfaces(going(1.0, 0.0), view, stray, 0.4), going(1.0, 0.0))
+    near = torch.from_numpy(_looking_along_x(0.55, 0.0)).float()              # 0.45 m from the wall
+    diagonal = going(0.1, 0.1)
+    own = slide_at_surfaces(diagonal, near, wall, 0.4)                       # x: 0.05 m of room left
+    torch.testing.assert_close(camera_centre(own @ near) - camera_centre(near), torch.tensor([0.05, 0.1, 0.0]),
+                               atol=1e-4, rtol=0)
+    r = 0.5 ** 0.5
+    turned = torch.tensor([[r, r, 0.0], [-r, r, 0.0], [0.0, 0.0, 1.0]])    # a game whose axes run diagonally here
+    torch.testing.assert_close(slide_at_surfaces(diagonal, near, wall, 0.4, axes=turned), diagonal)   # its ray: 0.64 m
+
+
+def test_seen_surface_lifts_the_last_frame_and_keeps_what_lies_near():
+    from alaya.models.camera_constraints import seen_surface
     from alaya.models.view_warp import pinhole
-    K, view = pinhole(32, 60.0), kinematic_view(torch.zeros(1, 3), 0.0, 1.4)
-    wall = torch.full((32, 32), 1.0)
-    move = lambda *t: twist_to_matrix(torch.tensor([[0.0, 0.05, 0.0, *t]]))[0]   # noqa: E731 (a turn too)
-    walk = lambda d: camera_centre(d @ view) - camera_centre(view)              # noqa: E731
-    forward = move(0.0, 0.0, 1.0)                                               # 1 m into a wall 1 m away
-    stopped = stop_at_surfaces(forward, view, wall, K, 0.3)
-    assert float(walk(stopped).norm()) == pytest.approx(0.7, abs=0.01)
-    torch.testing.assert_close(stopped[:3, :3], forward[:3, :3])               # the turn stays
-    short = move(0.0, 0.0, 0.5)
-    torch.testing.assert_close(stop_at_surfaces(short, view, wall, K, 0.3), short)        # room enough
-    back = move(0.0, 0.0, -1.0)
-    torch.testing.assert_close(stop_at_surfaces(back, view, wall, K, 0.3), back)          # out of view
-    torch.testing.assert_close(stop_at_surfaces(forward, view, torch.zeros(32, 32), K, 0.3), forward)  # sky
-    rise = move(0.0, 0.5, 1.0)                                                   # up and forward: only the walk stops
-    out = walk(stop_at_surfaces(rise, view, wall, K, 0.3))
-    assert float(out[2]) == pytest.approx(float(walk(rise)[2]), abs=1e-4)
+    view = torch.from_numpy(_looking_along_x(2.0, 3.0)).float()
+    depth = torch.full((16, 16), 1.0)
+    depth[:4] = 0.0                                                         # sky rows: no points
+    remembered = torch.tensor([[2.5, 9.0], [3.2, 3.0], [1.4, 1.4]])         # one near, one 6 m off
+    points = seen_surface(depth, pinhole(16, 60.0), view, remembered, 1.5)
+    assert points.shape == (3, 1 + 12 * 16)
+    torch.testing.assert_close(points[:, 0], remembered[:, 0].double())
+    torch.testing.assert_close(points[0, 1:], torch.full((12 * 16,), 3.0, dtype=torch.float64))   # the plane 1 m ahead
+    top = 1.4 + (8 - 4.5) / (8 / np.tan(np.radians(30.0)))                 # row 4's centre; rows 0-3 are sky
+    assert float(points[2, 1:].max()) == pytest.approx(top)
+    assert seen_surface(depth, pinhole(16, 60.0), view, remembered, 0.9).shape == (3, 1)   # 1 m ahead: too far
 
 
 def _looking_along_x(x: float, y: float, eye: float = 1.4) -> np.ndarray:

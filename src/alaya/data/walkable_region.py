@@ -1,7 +1,7 @@
 """Where a recorded player can stand: the smallest rectangle, on the floor (world x, y; z is up),
 around every camera centre in a dataset's recordings, in the recordings' own world frame.
 
-Why: a world session's camera stops at the surfaces its frames show (``stop_at_surfaces``), but a
+Why: a world session's camera stops at the surfaces its frames show (``slide_at_surfaces``), but a
 frame only shows what the model drew. Where it draws open ground in place of a wall it has not
 seen (a turn towards an unseen border), the camera walks on, out of the world every recording was
 made in, onto ground no frame of the data shows; there its frames are all guesses and they fall

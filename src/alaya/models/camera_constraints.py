@@ -1,6 +1,7 @@
 """What a learned camera may not do, whatever its network says: roll (``level``), pitch without a
-pitch input (``hold_pitch``), walk through the surface in front of it (``stop_at_surfaces``), walk
-out of the region recorded players stood in (``stay_in_region``). ``CameraMotion`` applies the
+pitch input (``hold_pitch``), walk through a surface it sees or remembers (``slide_at_surfaces``,
+on the points ``seen_surface`` gathers), walk out of the region recorded players stood in
+(``stay_in_region``). ``CameraMotion`` applies the
 first two where training found the recording obeys them (``CameraMotionConfig.level``,
 ``pitch_held``); a world session applies the last two. Conventions
 are ``alaya.models.camera_motion``'s: OpenGL camera axes, world z up, ``delta`` camera t-1's
@@ -41,44 +42,6 @@ def hold_pitch(delta: torch.Tensor, up: torch.Tensor, old_up: torch.Tensor, hold
     return turn @ delta, (turn[:, :3, :3] @ up[:, :, None])[..., 0]
 
 
-def stop_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, depth: torch.Tensor, K: torch.Tensor,
-                     radius: float) -> torch.Tensor:
-    """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4, GL), shortened so that
-    its walk (the part along the floor: world up is z) stops ``radius`` short of the surface that
-    ``depth`` (H, W) metres along the view axis, 0 on the sky, seen by that camera with ``K``, shows
-    in the walk's direction (the nearest depth in the 3 x 3 pixels there): a world model's camera
-    walks up to a wall and not through it, as a game's collision stops its player. A walk whose
-    direction is out of view (sideways, backwards) or towards the sky goes unchanged, and so do
-    the turn and the rise or fall."""
-    P = world_to_camera.float()
-    new = delta.float() @ P
-    c0, c1 = camera_centre(P), camera_centre(new)
-    walk = c1 - c0
-    walk[2] = 0
-    distance = float(walk.norm())
-    if distance < 1e-6 or radius <= 0:
-        return delta
-    ray = P[:3, :3] @ (walk / distance)                         # the walk's direction, GL camera axes
-    ahead = float(-ray[2])
-    if ahead <= 1e-3:
-        return delta
-    H, W = depth.shape
-    u = int(math.floor(float(K[0, 0]) * float(ray[0]) / ahead + float(K[0, 2])))
-    v = int(math.floor(-float(K[1, 1]) * float(ray[1]) / ahead + float(K[1, 2])))
-    if not (0 <= u < W and 0 <= v < H):
-        return delta
-    patch = depth[max(v - 1, 0):v + 2, max(u - 1, 0):u + 2]
-    patch = patch[patch > 0]
-    if patch.numel() == 0:
-        return delta
-    room = max(float(patch.min()) / ahead - radius, 0.0)      # metres along the walk to the surface, less radius
-    if distance <= room:
-        return delta
-    stopped = new.clone()
-    stopped[:3, 3] = -new[:3, :3] @ (c1 - walk * (1 - room / distance))
-    return (stopped @ torch.linalg.inv(P)).to(delta.dtype)
-
-
 def stay_in_region(delta: torch.Tensor, world_to_camera: torch.Tensor, to_region: torch.Tensor, region) -> torch.Tensor:
     """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4), with its new centre
     kept inside ``region`` (a ``WalkableRegion``: ``walk(start, end)`` on the floor of another
@@ -97,3 +60,66 @@ def stay_in_region(delta: torch.Tensor, world_to_camera: torch.Tensor, to_region
     moved = new.clone()
     moved[:3, 3] = -new[:3, :3] @ centre
     return (moved @ torch.linalg.inv(P)).to(delta.dtype)
+
+
+def slide_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, surface: torch.Tensor, radius: float,
+                      axes: torch.Tensor | None = None, band: float = 0.1, below: float = 0.2,
+                      hits: int = 3) -> torch.Tensor:
+    """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4, GL), with its walk (the
+    part along the floor: world up is z) stopped per world axis, as a game's collide-and-slide
+    moves its player: the walk's x and y parts each stop ``radius`` short of the surface that
+    ``surface`` (3, N) world points (what the memory holds, and the last frame) shows along that
+    axis from the camera's centre, in a ray ``2 * band`` wide, from ``below`` under the camera's
+    height to ``band`` over it (a game's ray is at its player's eye, and the camera's height is
+    off the game's by up to 0.2 m where the terrain rises or falls, which no row shows). So a
+    walk into a wall at a slant slides along it; a walk into it head on, sideways or backwards
+    stops at it, seen now or remembered. A surface is ``hits`` points (a stray one is not a
+    wall). ``axes`` (3, 3): the rotation taking world directions to those of the frame whose x
+    and y axes the walk slides along (a game's own world; default: this world's). The turn and
+    the rise or fall are unchanged."""
+    P = world_to_camera.double()
+    new = delta.double() @ P
+    c0, c1 = camera_centre(P), camera_centre(new)
+    R = torch.eye(3, dtype=torch.float64) if axes is None else axes.double()
+    walk = R @ (c1 - c0)
+    if float(walk[:2].abs().max()) < 1e-9 or radius <= 0 or surface.shape[1] < hits:
+        return delta
+    rel = R @ (surface.double() - c0[:, None])
+    reach = radius + float(walk[:2].abs().max()) + band
+    near = (rel[2] > -below) & (rel[2] < band) & (rel[0].abs() < reach) & (rel[1].abs() < reach)
+    rel = rel[:, near]
+    end = walk.clone()
+    for axis in (0, 1):
+        step = float(walk[axis])
+        if step == 0.0:
+            continue
+        along = rel[axis] * math.copysign(1.0, step)
+        ahead = along[(along > 0) & (rel[1 - axis].abs() < band)]
+        if ahead.numel() < hits:
+            continue
+        room = max(float(ahead.kthvalue(hits).values) - radius, 0.0)
+        if abs(step) > room:
+            end[axis] = math.copysign(room, step)
+    if torch.equal(end, walk):
+        return delta
+    moved = new.clone()
+    moved[:3, 3] = -new[:3, :3] @ (c0 + R.T @ end)
+    return (moved @ torch.linalg.inv(P)).to(delta.dtype)
+
+
+def seen_surface(depth: torch.Tensor, K: torch.Tensor, world_to_camera: torch.Tensor, remembered: torch.Tensor,
+                 within: float) -> torch.Tensor:
+    """(3, N) world points a camera collides with, those within ``within`` metres of its centre
+    along each world axis: of ``remembered`` (3, M), what a scene memory holds, and of the surface
+    ``depth`` (H, W) metres along the view axis (0 on the sky) shows, seen with ``K`` from
+    ``world_to_camera`` (4, 4, GL): the last frame, some of which the memory keeps out or takes
+    in a frame later."""
+    near = (depth > 0) & (depth < within)
+    v, u = torch.nonzero(near, as_tuple=True)
+    d = depth[near].double()
+    points = torch.stack([(u + 0.5 - K[0, 2]) / K[0, 0] * d, -(v + 0.5 - K[1, 2]) / K[1, 1] * d, -d])
+    to_world = torch.linalg.inv(world_to_camera.double())
+    centre = to_world[:3, 3:]
+    remembered = remembered.double()
+    remembered = remembered[:, ((remembered - centre).abs() < within).all(0)]
+    return torch.cat([remembered, to_world[:3, :3] @ points + centre], 1)

@@ -82,7 +82,7 @@ class CameraMotionConfig:
                                         # when no recorded frame without it pitches (a learned turn otherwise
                                         # tips the view 0.3 degrees a half-turn)
     stop_steps: float = 4.0             # a world model's camera stops this many of its own steady full
-                                        # forward steps short of a surface ahead (stop_at_surfaces); the
+                                        # forward steps short of a surface (slide_at_surfaces); the
                                         # unit is the motion's own, so frames-only data needs no metres.
                                         # At 3 (0.3 m in our game) a remembered wall's splats, magnified,
                                         # broke up, the frames lost the wall and the camera walked through

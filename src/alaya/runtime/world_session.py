@@ -16,9 +16,11 @@ rendered at frame n's camera (``camera_view``), the render conditions the networ
 it generates goes in with its generated depth. The camera moves by a learned ``CameraMotion``
 when the session has one (a model folder's ``camera_motion/``: each action row's relative pose,
 learned from the data), else by the fixed kinematics (``advance_pose``: the game's constants);
-the learned camera stops short of the surface the last frame showed ahead (``stop_at_surfaces``),
-so walking into a wall stops at it, as the game's collision does; and, given the start camera's
-pose in the recordings' world (``reset(view=...)``) and the region recorded players stood in
+the learned camera's walk stops, per axis, short of the surfaces the memory and the last frame
+hold (``slide_at_surfaces``), so a walk into a wall stops at it and one at a slant slides along
+it, as the game's collision does (along the recordings' axes where the start view is given);
+and, given the start camera's pose in the recordings' world (``reset(view=...)``) and the region
+recorded players stood in
 (``WalkableRegion``, a model folder's ``starts/region.json``), it stays inside that region, so a
 wall the model did not draw does not let it walk out of the world. A camera that has not moved
 (``same_view``) since the last frame made at a move is shown that frame as its memory
@@ -51,7 +53,7 @@ from alaya.data.start_frames import rigid_view
 from alaya.data.walkable_region import WalkableRegion
 from alaya.diffusion.flow import time_grid
 from alaya.models.action_effects import ActionEffects
-from alaya.models.camera_constraints import stay_in_region, stop_at_surfaces
+from alaya.models.camera_constraints import seen_surface, slide_at_surfaces, stay_in_region
 from alaya.models.region_shell import region_shell
 from alaya.models.camera_motion import CameraMotion
 from alaya.models.memory_conditioning import (ObservedFrame, as_context, decode_depth, frame_as_memory, frame_image,
@@ -200,7 +202,9 @@ class WorldSession:
         self.pose = advance_pose(self.pose, row, math.radians(c.turn_degrees), c.move_metres)
         if self.camera_motion is not None and c.memory:
             delta, self._motion_state = self.camera_motion.step(row[0], self._motion_state)
-            delta = stop_at_surfaces(delta, self._motion_view, self._depth, self.K, self._stop_distance)
+            surface = seen_surface(self._depth, self.K, self._motion_view, self.memory.xyz, 2 * self._stop_distance)
+            axes = self._to_region[:3, :3] if self._to_region is not None else None
+            delta = slide_at_surfaces(delta, self._motion_view, surface, self._stop_distance, axes)
             if self._to_region is not None:
                 delta = stay_in_region(delta, self._motion_view, self._to_region, self.region)
             self._motion_view = delta @ self._motion_view

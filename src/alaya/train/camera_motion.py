@@ -152,7 +152,7 @@ def poses_loss(model: CameraMotion, data: MotionEpisodes, targets: torch.Tensor,
     without an action are a jump's flight), and a camera that coasts after a stop shakes a still
     view. A walk row (forward or strafe) whose recorded camera did not move along the floor was
     stopped by the world (a wall), which the rows do not show: such samples weigh nothing. The
-    world model's session stops its camera at walls itself (``stop_at_surfaces``,
+    world model's session stops its camera at walls itself (``slide_at_surfaces``,
     ``stay_in_region``); learned from them, the camera would refuse to start a walk the
     recordings often begin against a wall (0.002 m a frame for a strafe right from a stand,
     against the recordings' 0.1)."""
