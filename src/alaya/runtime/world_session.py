@@ -17,23 +17,21 @@ it generates goes in with its generated depth. The camera moves by a learned ``C
 when the session has one (a model folder's ``camera_motion/``: each action row's relative pose,
 learned from the data), else by the fixed kinematics (``advance_pose``: the game's constants);
 the learned camera's walk stops, per axis, short of the surfaces the memory and the last frame
-hold (``slide_at_surfaces``), so a walk into a wall stops at it and one at a slant slides along
-it, as the game's collision does (along the recordings' axes where the start view is given);
-and, given the start camera's pose in the recordings' world (``reset(view=...)``) and the region
-recorded players stood in
-(``WalkableRegion``, a model folder's ``starts/region.json``), it stays inside that region, so a
-wall the model did not draw does not let it walk out of the world. A camera that has not moved
-(``same_view``) since the last frame made at a move is shown that frame as its memory
-(``frame_as_memory``), as training's standing-still samples are, rather than the memory's
-re-render of it: the splats' resampling and that frame's not-yet-inserted parts would otherwise
-make a still view settle over frames. It stays that frame while the camera stands: were it each
-newest frame, the model's small change per frame would add up, as in a model without memory.
+hold (``slide_at_surfaces``: a walk at a slant into a wall slides along it, as the game's player
+does), and, given the start camera's pose in the recordings' world (``reset(view=...)``) and the
+region recorded players stood in (``WalkableRegion``, ``starts/region.json``), it slides along
+the game's axes and stays inside that region, so a wall the model did not draw does not let it
+walk out of the world. A camera that has not moved (``same_view``) since the last frame made at
+a move is shown that frame as its memory (``frame_as_memory``), as training's standing-still
+samples are, rather than the memory's re-render of it: the splats' resampling and that frame's
+not-yet-inserted parts would otherwise make a still view settle over frames. It stays that frame
+while the camera stands: were it each newest frame, the model's small change per frame would
+add up, as in a model without memory.
 The start frame is an observation (``ObservedFrame``): a generated frame puts nothing into the
-memory where the start frame saw through to a farther surface or the sky
-(``in_observed_free_space``), so content generated far out, with a depth guessed too near,
-cannot hide the start's view on the way back.
-The start frame goes in with the depth given to ``reset`` (a recorded frame's: the start frames'
-``.depth.npy``) or else the depth the model predicts for it. The memory is bounded
+memory where the start frame saw through to a farther surface or the sky (``in_observed_free_space``),
+so content generated far out, with a depth guessed too near, cannot hide the start's view on the
+way back. The start frame goes in with the depth given to ``reset`` (a recorded frame's: the start
+frames' ``.depth.npy``) or else the depth the model predicts for it. The memory is bounded
 (``memory_max_points``), so state stays bounded too.
 """
 
