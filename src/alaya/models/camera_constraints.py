@@ -63,15 +63,15 @@ def stay_in_region(delta: torch.Tensor, world_to_camera: torch.Tensor, to_region
 
 
 def slide_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, surface: torch.Tensor, radius: float,
-                      axes: torch.Tensor | None = None, band: float = 0.1, below: float = 0.2,
+                      axes: torch.Tensor | None = None, band: float = 0.1, below: float = 0.1,
                       hits: int = 3) -> torch.Tensor:
     """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4, GL), with its walk (the
     part along the floor: world up is z) stopped per world axis, as a game's collide-and-slide
     moves its player: the walk's x and y parts each stop ``radius`` short of the surface that
     ``surface`` (3, N) world points (what the memory holds, and the last frame) shows along that
     axis from the camera's centre, in a ray ``2 * band`` wide, from ``below`` under the camera's
-    height to ``band`` over it (a game's ray is at its player's eye, and the camera's height is
-    off the game's by up to 0.2 m where the terrain rises or falls, which no row shows). So a
+    height to ``band`` over it (a game's ray is at its player's eye; reaching lower meets the
+    slope of rising ground the camera, level where the game's player climbs, does not follow). So a
     walk into a wall at a slant slides along it; a walk into it head on, sideways or backwards
     stops at it, seen now or remembered. A surface is ``hits`` points (a stray one is not a
     wall). ``axes`` (3, 3): the rotation taking world directions to those of the frame whose x
