@@ -13,6 +13,8 @@ import math
 
 import torch
 
+from alaya.models.memory_geometry import camera_points
+
 
 def camera_centre(world_to_camera: torch.Tensor) -> torch.Tensor:
     """(..., 4, 4) view matrices -> (..., 3) the cameras' centres in world coordinates (-R^T t)."""
@@ -114,10 +116,7 @@ def seen_surface(depth: torch.Tensor, K: torch.Tensor, world_to_camera: torch.Te
     ``depth`` (H, W) metres along the view axis (0 on the sky) shows, seen with ``K`` from
     ``world_to_camera`` (4, 4, GL): the last frame, some of which the memory keeps out or takes
     in a frame later."""
-    near = (depth > 0) & (depth < within)
-    v, u = torch.nonzero(near, as_tuple=True)
-    d = depth[near].double()
-    points = torch.stack([(u + 0.5 - K[0, 2]) / K[0, 0] * d, -(v + 0.5 - K[1, 2]) / K[1, 1] * d, -d])
+    points = camera_points(depth, K)[:, (depth > 0) & (depth < within)]
     to_world = torch.linalg.inv(world_to_camera.double())
     centre = to_world[:3, 3:]
     remembered = remembered.double()
