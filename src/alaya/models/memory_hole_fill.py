@@ -36,29 +36,30 @@ def far_side_fill(known: torch.Tensor, coverage: torch.Tensor, radius: int = FAR
     camera moved past a near surface and uncovered what lies behind its edge, which the far side
     continues. Elsewhere there is no side to take: a hole in flat ground, or the strip a turn or
     a strafe brings in at the view's edge, where what comes into view may as well continue the
-    near surface (a wall the view turns along). Only the holes are searched (a few percent of a
-    play frame); covered pixels come back 0 / False."""
+    near surface (a wall the view turns along). Covered pixels come back 0 / False."""
     B, C, H, W = known.shape
-    r = radius
+    k, r = 2 * radius + 1, radius
     covered = coverage[:, 0] > 0.5
     u = known[:, 3]
     ok = covered & (u > 0)
-    near_first = F.pad(torch.where(ok, u, torch.full_like(u, math.inf)), (r,) * 4, value=math.inf).reshape(-1)
-    far_first = F.pad(torch.where(ok, u, torch.zeros_like(u)), (r,) * 4).reshape(-1)
-    values = F.pad(known, (r,) * 4).transpose(0, 1).reshape(C, -1)
-    fill = known.new_zeros(C, B * H * W)
-    beside_edge = torch.zeros(B * H * W, dtype=torch.bool, device=known.device)
+    # the window's minimum found separably, each row's over dx, then over dy: the first minimum in
+    # the window's row-major order, as a flat search over the window finds it
+    near_first = F.pad(torch.where(ok, u, math.inf), (r,) * 4, value=math.inf)      # (B, H + 2r, W + 2r)
+    row_farthest, dx = near_first.unfold(2, k, 1).min(3)                             # (B, H + 2r, W)
+    farthest, dy = row_farthest.unfold(1, k, 1).min(3)                               # (B, H, W)
+    dx = dx.unfold(1, k, 1).gather(3, dy[..., None])[..., 0]
+    far_first = F.pad(torch.where(ok, u, 0.0), (r,) * 4)
+    nearest = far_first.unfold(2, k, 1).max(3).values.unfold(1, k, 1).max(3).values
+    ys = torch.arange(H, device=known.device)[:, None] + dy - r
+    xs = torch.arange(W, device=known.device) + dx - r
+    inside = ((ys >= 0) & (ys < H) & (xs >= 0) & (xs < W))[:, None]     # a window all padding points outside
+    at = (ys.clamp(0, H - 1) * W + xs.clamp(0, W - 1)).reshape(B, 1, H * W)
+    fill = known.reshape(B, C, H * W).gather(2, at.expand(B, C, H * W)).reshape(B, C, H, W)
     inner = torch.zeros(H, W, dtype=torch.bool, device=known.device)
     inner[border:H - border, border:W - border] = True
-    holes = ((~covered) & inner).reshape(-1).nonzero().squeeze(1)
-    if holes.numel():
-        window = padded_windows(holes, H, W, r)
-        farthest, j = near_first[window].min(1)
-        nearest = far_first[window].max(1).values
-        fill[:, holes] = values[:, window.gather(1, j[:, None]).squeeze(1)]
-        beside_edge[holes] = torch.isfinite(farthest) & (nearest > edge * farthest)
-    return (fill.reshape(C, B, H, W).transpose(0, 1),
-            beside_edge.reshape(B, 1, H, W))
+    holes = ((~covered) & inner)[:, None]
+    beside_edge = holes & (torch.isfinite(farthest) & (nearest > edge * farthest))[:, None]
+    return torch.where(holes & inside, fill, torch.zeros((), dtype=fill.dtype)), beside_edge
 
 
 def edge_strip_fill(known: torch.Tensor, coverage: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -41,7 +41,7 @@ def pixel_directions(K: torch.Tensor, world_to_camera: torch.Tensor, H: int, W: 
     """(3, H * W) unit world directions of the rays through the pixel centres."""
     rays = camera_points(torch.ones(H, W), K).reshape(3, -1).float()      # at unit depth along the view axis
     world = world_to_camera[:3, :3].float().T @ rays
-    return world / world.norm(dim=0, keepdim=True)
+    return world / (world * world).sum(0, keepdim=True).sqrt()      # (not .norm(dim=0): 40x slower)
 
 
 class SkyDome:
