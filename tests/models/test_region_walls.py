@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from alaya.data.walkable_region import WalkableRegion
-from alaya.models.region_walls import RegionWalls
+from alaya.models import region_walls
+from alaya.models.region_walls import RegionWalls, WallTexture, texel_colours
 from alaya.models.view_warp import pinhole
 
 SIZE = 64
@@ -348,3 +349,43 @@ def test_a_wall_seen_through_fog_is_drawn_near_in_its_own_colours():
     assert errors[True] < 0.025 and errors[False] > 2 * errors[True]
     with pytest.raises(ValueError, match="eye"):
         RegionWalls(region).learn(xyz, seen, eye[:2], f.haze)
+
+
+def test_a_texel_seen_wide_is_interpolated_and_one_seen_small_keeps_its_colour():
+    """``texel_colours``: nearest, a texel's colour holds across it and steps at its edge; smooth,
+    the colour runs linearly between neighbouring texels' centres (no block edges), equals each
+    texel's own at its centre, and wraps along the wall and clamps at its bottom and top rows."""
+    texels = np.zeros((2, 3, 3), np.float32)
+    texels[:, 1] = 1.0                                     # columns 0 1 2: black white black, tiled
+    texels[1, :, 0] = 0.5                                  # the top row redder
+    wall = WallTexture(texels, u0=0.0, top=0.24, points=100, texel_u=0.12, texel_z=0.12, wrap_z=False)
+    su = np.linspace(0.0, 3.0, 61)[:-1]
+    sz = np.full_like(su, 0.5)
+    crisp = texel_colours(wall, su, sz, np.zeros(len(su), bool))
+    np.testing.assert_array_equal(crisp, texels[0, np.floor(su).astype(int)])
+    smooth = texel_colours(wall, su, sz, np.ones(len(su), bool))
+    assert np.abs(np.diff(smooth[:, 1])).max() <= 0.1 + 1e-6        # 1 / 20 of a texel a sample: no step
+    centre = np.isclose(su % 1, 0.5)
+    np.testing.assert_allclose(smooth[centre], texels[0, np.floor(su[centre]).astype(int)], atol=1e-6)
+    np.testing.assert_allclose(smooth[su == 1.0, 1], 0.5, atol=1e-6)  # columns 0 | 1: halfway from black to white
+    np.testing.assert_allclose(smooth[su == 0.0, 1], 0.0, atol=1e-6)  # columns 2 | 0 (tiled): black on both sides
+    low, high = texel_colours(wall, np.array([1.5, 1.5]), np.array([-3.0, 9.0]), np.ones(2, bool))
+    np.testing.assert_allclose(low, texels[0, 1]), np.testing.assert_allclose(high, texels[1, 1])
+
+
+def test_a_wall_walked_up_to_is_drawn_without_block_edges(walls, monkeypatch):
+    """Close up (the folded checker's 4 cm texels 3 pixels wide) the drawn wall's colour changes
+    from pixel to pixel by a part of the checker's contrast; drawn nearest-texel it steps by all of it."""
+    K, view = pinhole(SIZE, 70.0), level_view(0.0)
+    view[:3, 3] = -view[:3, :3] @ torch.tensor([1.9, 0.0, EYE], dtype=view.dtype)   # 0.6 m from the seen wall
+
+    def largest_step():
+        walls._last_hits = None
+        rgb, cov, _ = walls.draw(*empty_render(), K, view)
+        on = (cov[0, 0] > 0)[:, 1:] & (cov[0, 0] > 0)[:, :-1]
+        assert on.float().mean() > 0.8
+        return float((rgb[0, :, :, 1:] - rgb[0, :, :, :-1]).abs().amax(0)[on].max())
+
+    assert largest_step() < 0.4
+    monkeypatch.setattr(region_walls, "MAGNIFIED", math.inf)
+    assert largest_step() > 0.6

@@ -25,8 +25,9 @@ seen 10-15 m away carries that far's fog: given the start frame's haze (``Region
 the floor's colour against distance), each point's haze is taken out and ``draw`` puts back the
 haze at the distance it draws. ``draw``: where a pixel's ray leaves the grown region between
 the floor and that wall's top, and the render has no point there or one more than 0.5 m beyond
-the wall, the pixel shows the texel the ray meets (tiled along the edge, nearest texel: the
-texture's edges stay crisp), at the wall's depth, as covered. The network then
+the wall, the pixel shows the texel the ray meets (tiled along the edge; nearest texel, so the
+texture's edges stay crisp, but interpolated where a texel is seen over ``MAGNIFIED`` pixels
+wide, so a wall walked up to is not a grid of flat blocks), at the wall's depth, as covered. The network then
 refines a wall where it would have invented a field.
 """
 
@@ -50,6 +51,7 @@ MIN_POINTS = 30             # points that make a wall seen ...
 MIN_SPAN = 0.5              # ... over at least this many metres along it
 FOLDED = 0.04               # metres: a repeating texture's texels, its points folded into one period
 SHARPEN = 1.0               # unsharp mask on a wall's texels: a far pixel's footprint blurred them
+MAGNIFIED = 1.5             # pixels: a texel seen wider is drawn interpolated (``texel_colours``)
 
 
 _last_rays = None           # (camera, camera_rays of it): the walls and the floor draw the same view each frame
@@ -86,6 +88,25 @@ def painted(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, pixe
     coverage.view(-1)[at] = 1.0
     depth.view(-1)[at] = torch.from_numpy(depths).to(depth.dtype)
     return rgb, coverage, depth
+
+
+def texel_colours(wall: WallTexture, su: np.ndarray, sz: np.ndarray, smooth: np.ndarray) -> np.ndarray:
+    """(n, 3) a wall's colours at texel coordinates ``su``, ``sz`` (n,) (texel (i, j) spans [j, j + 1)
+    x [i, i + 1); columns tiled, rows tiled with ``wrap_z``, else the edge row goes on): the texel
+    hit, or where ``smooth`` (n,) bool, the four around interpolated bilinearly. A texel seen many
+    pixels wide (``MAGNIFIED``: a wall walked up to) is then a smooth gradient, not a flat block
+    with hard edges; one a pixel or less wide keeps its own colour (interpolating would average
+    away the contrast ``sharpened`` restored)."""
+    rows, cols = wall.texels.shape[:2]
+    row = (lambda k: k % rows) if wall.wrap_z else (lambda k: np.clip(k, 0, rows - 1))   # noqa: E731
+    shift = np.where(smooth, 0.5, 0.0)                   # bilinear weights are about the texel centres
+    fu, fz = su - shift, sz - shift
+    u0, z0 = np.floor(fu), np.floor(fz)
+    wu, wz = np.where(smooth, fu - u0, 0.0)[:, None], np.where(smooth, fz - z0, 0.0)[:, None]
+    u0, z0 = u0.astype(int), z0.astype(int)
+    at = lambda dz, du: wall.texels[row(z0 + dz), (u0 + du) % cols]                     # noqa: E731
+    return ((1 - wz) * ((1 - wu) * at(0, 0) + wu * at(0, 1)) + wz * ((1 - wu) * at(1, 0) + wu * at(1, 1))
+            ).astype(np.float32)
 
 
 def sharpened(texels: np.ndarray, wrap_z: bool, amount: float) -> np.ndarray:
@@ -244,15 +265,13 @@ class RegionWalls:
         i = np.nonzero(take)[0]
         hit = eye[:2, None] + t[i] * d[:2, i]
         colours = np.zeros((len(i), 3), np.float32)
+        focal = float(np.asarray(K, np.float64)[0, 0])
         for m in np.unique(edge[i]):
             on = edge[i] == m
             wall = self.walls[m]
-            rows, cols = wall.texels.shape[:2]
             u = self.along[m] @ (hit[:, on] - self.start[m][:, None])
-            iu = np.floor((u - wall.u0) / wall.texel_u).astype(int) % cols
-            iz = np.floor(z[i][on] / wall.texel_z).astype(int)
-            iz = iz % rows if wall.wrap_z else np.clip(iz, 0, rows - 1)
-            colours[on] = wall.texels[iz, iu]
+            pixels = min(wall.texel_u, wall.texel_z) * focal / along_view[i][on]   # a texel's size on screen
+            colours[on] = texel_colours(wall, (u - wall.u0) / wall.texel_u, z[i][on] / wall.texel_z, pixels > MAGNIFIED)
         if self.haze is not None:
             colours = np.clip(colours + self.haze.at(t[i]), 0, 1).astype(np.float32)
         return painted(rgb, coverage, depth, i, colours, along_view[i])
