@@ -248,3 +248,20 @@ def test_a_session_with_an_extended_dome_keeps_generated_sky_out_of_it():
         seen[extend] = (at_start, int(session.memory.dome.seen.sum()))
     assert seen[True][1] == seen[True][0]
     assert seen[False][1] > seen[False][0], seen      # (the untrained model draws sky where it turns)
+
+
+def test_a_render_of_some_pixels_is_the_full_render_there_and_nothing_elsewhere():
+    dome = SkyDome(extend=True)
+    K, view = pinhole(32, 70.0), LEVEL
+    rgb = (torch.rand(32, 32, 3, generator=torch.Generator().manual_seed(0)) * 255).to(torch.uint8)
+    dome.insert(rgb, torch.ones(32, 32, dtype=torch.bool), K, view)
+    turned = torch.tensor(walked(view.numpy(), turn_degrees=20.0))
+    full, full_cov = dome.render(K, turned, 32, 32)
+    pixels = torch.arange(0, 32 * 32, 3)
+    part, part_cov = dome.render(K, turned, 32, 32, pixels=pixels)
+    assert torch.equal(part.reshape(3, -1)[:, pixels], full.reshape(3, -1)[:, pixels])
+    assert torch.equal(part_cov.reshape(-1)[pixels], full_cov.reshape(-1)[pixels]) and full_cov.sum() > 100
+    rest = torch.ones(32 * 32, dtype=torch.bool).index_fill_(0, pixels, False)
+    assert not part.reshape(3, -1)[:, rest].any() and not part_cov.reshape(-1)[rest].any()
+    with pytest.raises(ValueError, match="pixels"):
+        dome.render(K, turned, 32, 32, pixels=torch.tensor([32 * 32]))

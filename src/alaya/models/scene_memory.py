@@ -174,7 +174,7 @@ class SceneMemory:
                 rgb = torch.where(hit[:, None], rgb / (255 * total.clamp(min=1e-30))[:, None], torch.zeros(()))
             depth, coverage = front.depth, hit.float()
         if self.dome is not None and bool((coverage == 0).any()):   # the sky where no point covers, this far away
-            sky_rgb, sky_covered = self.dome.render(K, w2c, H, W)
+            sky_rgb, sky_covered = self.dome.render(K, w2c, H, W, pixels=(coverage == 0).nonzero().squeeze(1))
             fill = (coverage == 0) & (sky_covered.reshape(-1) > 0)
             rgb = torch.where(fill[:, None], sky_rgb.reshape(3, -1).T, rgb)
             depth = torch.where(fill, torch.full_like(depth, self.config.sky_dome), depth)

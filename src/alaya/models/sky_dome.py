@@ -160,19 +160,27 @@ class SkyDome:
         azimuth = torch.deg2rad((cell % self.cols + 0.5) / self.cells_per_degree - 180)
         return torch.stack([elevation.cos() * azimuth.cos(), elevation.cos() * azimuth.sin(), elevation.sin()])
 
-    def render(self, K, world_to_camera, H: int, W: int, min_weight: float = 0.25
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def render(self, K, world_to_camera, H: int, W: int, min_weight: float = 0.25,
+               pixels: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(rgb (3, H, W) float32 in [0, 1], coverage (1, H, W)): the panorama sampled bilinearly
         along each pixel's ray over the seen cells (with ``extend``, the known ones); covered where
         the seen cells around the ray weigh at least ``min_weight`` (a cell missed between seen ones is filled, the edge of the
-        seen sky not smeared outwards). 0 where not covered."""
+        seen sky not smeared outwards). 0 where not covered, and with ``pixels`` (n,) flat indices,
+        everywhere but those (only they are sampled: a memory render asks for its holes)."""
         K, w2c = check_camera(K, world_to_camera)
         H, W = check_size(H, W)
-        row, col = self._coordinates(pixel_directions(K, w2c, H, W))
+        directions = pixel_directions(K, w2c, H, W)
+        if pixels is not None:
+            pixels = torch.as_tensor(pixels)
+            if pixels.ndim != 1 or pixels.dtype != torch.int64 or (len(pixels) and not 0 <= int(pixels.min()) <= int(pixels.max()) < H * W):
+                raise ValueError(f"pixels: expected (n,) int64 flat indices in [0, {H * W}), got {pixels.dtype} {tuple(pixels.shape)}")
+            directions = directions.index_select(1, pixels)
+        row, col = self._coordinates(directions)
         r, c = row - 0.5, col - 0.5                         # cell centres at +0.5
         r0, c0 = r.floor(), c.floor()
         fr, fc = r - r0, c - c0
-        total, weight = torch.zeros(H * W, 3), torch.zeros(H * W)
+        n = row.shape[0]
+        total, weight = torch.zeros(n, 3), torch.zeros(n)
         colours, known = self.panorama()
         for dr, dc in ((0, 0), (0, 1), (1, 0), (1, 1)):
             rr = (r0 + dr).clamp(0, self.rows - 1).long()
@@ -183,4 +191,7 @@ class SkyDome:
             weight += w
         covered = weight >= min_weight
         rgb = torch.where(covered[:, None], total / (255 * weight.clamp(min=1e-6))[:, None], torch.zeros(()))
+        if pixels is not None:
+            rgb = torch.zeros(H * W, 3).index_copy_(0, pixels, rgb)
+            covered = torch.zeros(H * W, dtype=torch.bool).index_copy_(0, pixels, covered)
         return rgb.T.reshape(3, H, W), covered.float().reshape(1, H, W)
