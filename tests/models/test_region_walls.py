@@ -380,7 +380,6 @@ def test_a_wall_walked_up_to_is_drawn_without_block_edges(walls, monkeypatch):
     view[:3, 3] = -view[:3, :3] @ torch.tensor([1.9, 0.0, EYE], dtype=view.dtype)   # 0.6 m from the seen wall
 
     def largest_step():
-        walls._last_hits = None
         rgb, cov, _ = walls.draw(*empty_render(), K, view)
         on = (cov[0, 0] > 0)[:, 1:] & (cov[0, 0] > 0)[:, :-1]
         assert on.float().mean() > 0.8

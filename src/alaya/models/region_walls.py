@@ -95,7 +95,7 @@ def texel_colours(wall: WallTexture, su: np.ndarray, sz: np.ndarray, smooth: np.
     x [i, i + 1); columns tiled, rows tiled with ``wrap_z``, else the edge row goes on): the texel
     hit, or where ``smooth`` (n,) bool, the four around interpolated bilinearly. A texel seen many
     pixels wide (``MAGNIFIED``: a wall walked up to) is then a smooth gradient, not a flat block
-    with hard edges; one a pixel or less wide keeps its own colour (interpolating would average
+    with hard edges; one seen about a pixel wide keeps its own colour (interpolating would average
     away the contrast ``sharpened`` restored)."""
     rows, cols = wall.texels.shape[:2]
     row = (lambda k: k % rows) if wall.wrap_z else (lambda k: np.clip(k, 0, rows - 1))   # noqa: E731
@@ -271,7 +271,8 @@ class RegionWalls:
             wall = self.walls[m]
             u = self.along[m] @ (hit[:, on] - self.start[m][:, None])
             pixels = min(wall.texel_u, wall.texel_z) * focal / along_view[i][on]   # a texel's size on screen
-            colours[on] = texel_colours(wall, (u - wall.u0) / wall.texel_u, z[i][on] / wall.texel_z, pixels > MAGNIFIED)
+            colours[on] = texel_colours(wall, (u - wall.u0) / wall.texel_u, z[i][on] / wall.texel_z,
+                                        pixels > MAGNIFIED)
         if self.haze is not None:
             colours = np.clip(colours + self.haze.at(t[i]), 0, 1).astype(np.float32)
         return painted(rgb, coverage, depth, i, colours, along_view[i])

@@ -172,8 +172,10 @@ class SkyDome:
         directions = pixel_directions(K, w2c, H, W)
         if pixels is not None:
             pixels = torch.as_tensor(pixels)
-            if pixels.ndim != 1 or pixels.dtype != torch.int64 or (len(pixels) and not 0 <= int(pixels.min()) <= int(pixels.max()) < H * W):
-                raise ValueError(f"pixels: expected (n,) int64 flat indices in [0, {H * W}), got {pixels.dtype} {tuple(pixels.shape)}")
+            if (pixels.ndim != 1 or pixels.dtype != torch.int64
+                    or (len(pixels) and not 0 <= int(pixels.min()) <= int(pixels.max()) < H * W)):
+                raise ValueError(f"pixels: expected (n,) int64 flat indices in [0, {H * W}), "
+                                 f"got {pixels.dtype} {tuple(pixels.shape)}")
             directions = directions.index_select(1, pixels)
         row, col = self._coordinates(directions)
         r, c = row - 0.5, col - 0.5                         # cell centres at +0.5
