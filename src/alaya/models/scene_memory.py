@@ -173,9 +173,10 @@ class SceneMemory:
                 rgb.index_add_(0, pix, w[:, None] * self.rgb.index_select(0, on(cand.point)).float())
                 rgb = torch.where(hit[:, None], rgb / (255 * total.clamp(min=1e-30))[:, None], torch.zeros(()))
             depth, coverage = front.depth, hit.float()
-        if self.dome is not None and bool((coverage == 0).any()):   # the sky where no point covers, this far away
-            sky_rgb, sky_covered = self.dome.render(K, w2c, H, W, pixels=(coverage == 0).nonzero().squeeze(1))
-            fill = (coverage == 0) & (sky_covered.reshape(-1) > 0)
+        holes = (coverage == 0).nonzero().squeeze(1) if self.dome is not None else None
+        if holes is not None and len(holes):          # the sky where no point covers, this far away
+            sky_rgb, sky_covered = self.dome.render(K, w2c, H, W, pixels=holes)     # (0 off the holes)
+            fill = sky_covered.reshape(-1) > 0
             rgb = torch.where(fill[:, None], sky_rgb.reshape(3, -1).T, rgb)
             depth = torch.where(fill, torch.full_like(depth, self.config.sky_dome), depth)
             coverage = torch.where(fill, torch.ones_like(coverage), coverage)
