@@ -388,3 +388,12 @@ def test_a_wall_walked_up_to_is_drawn_without_block_edges(walls, monkeypatch):
     assert largest_step() < 0.4
     monkeypatch.setattr(region_walls, "MAGNIFIED", math.inf)
     assert largest_step() > 0.6
+
+
+def test_a_wall_of_one_flat_colour_is_learnt_without_a_period():
+    """A plain painted wall has no luminance variance to find a period in (it once divided by zero)."""
+    w = RegionWalls(WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]])), margin=0.5)
+    y, z = np.meshgrid(np.arange(-2.5, 2.5, 0.03), np.arange(0.06, 1.8, 0.03))
+    xyz = np.stack([np.full(y.size, 2.5), y.ravel(), z.ravel()])
+    assert w.learn(xyz, np.tile(np.array([[120, 200, 90]], np.uint8), (y.size, 1))) == 1
+    assert not w.walls[0].wrap_z and np.allclose(w.walls[0].texels, [120 / 255, 200 / 255, 90 / 255], atol=1e-6)

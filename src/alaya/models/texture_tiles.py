@@ -117,6 +117,8 @@ def find_period(along: np.ndarray, across: np.ndarray, lum: np.ndarray, texel: f
         return None
     grid, seen = _grid(along, across, lum, texel)
     variance = float(grid[seen].var())
+    if not variance > 1e-10:                       # one colour (up to rounding): nothing repeats
+        return None
     d = np.array([_mismatch(grid, seen, p, variance) for p in periods])
     rose = np.maximum.accumulate(np.where(np.isfinite(d), d, 0))          # the most it differed at a shorter shift
     lowest = (d <= np.roll(d, 1)) & (d <= np.roll(d, -1))                  # a local minimum ...
