@@ -105,6 +105,9 @@ def _train(a: argparse.Namespace) -> int:
     elif a.what == "effects":
         from alaya.cli_world_train import train_effects_from_args
         model = train_effects_from_args(a, train)
+    elif a.what == "wall-detail":
+        from alaya.cli_world_train import train_wall_detail_from_args
+        model = train_wall_detail_from_args(a, train)
     elif a.what == "idm":
         from alaya.data.episodes import EpisodeDataset
         from alaya.evaluation.inverse_dynamics import train_idm
@@ -132,7 +135,7 @@ def add_train_command(sub) -> None:
     from alaya.cli_world_train import add_world_train_args
     tr = sub.add_parser("train", help="train a model (checkpoints resume after a kill)")
     tr.add_argument("what", choices=["codec", "tiny-codecs", "teacher", "student", "style-classifier", "world", "idm",
-                                     "guided-decoder", "motion", "effects"])
+                                     "guided-decoder", "motion", "effects", "wall-detail"])
     tr.add_argument("--data", required=True, help="dataset folder (alaya datagen; world: alaya record)")
     tr.add_argument("--run-dir", required=True, help="run folder: config, metrics, checkpoints")
     tr.add_argument("--out", help="save_pretrained folder for the result")

@@ -1,4 +1,4 @@
-"""``alaya train world``, ``train motion`` and ``train effects``: their flags on the shared ``alaya
+"""``alaya train world``, ``train motion``, ``train effects`` and ``train wall-detail``: their flags on the shared ``alaya
 train`` parser (``add_world_train_args``, which ``cli_train.py`` calls) and the runs they start.
 Thin dispatch only."""
 
@@ -52,6 +52,24 @@ def train_motion_from_args(a: argparse.Namespace, train):
     return train_motion(MotionTrainConfig(data=a.data, out=a.out or "weights/camera_motion", mode=a.motion_mode,
                                           rest_weight=a.motion_rest_weight,
                                           model=CameraMotionConfig(fov_y_degrees=a.motion_fov), train=train))
+
+
+def train_wall_detail_from_args(a: argparse.Namespace, train):
+    """``alaya train wall-detail``: the region walls' close-up detail (``alaya.train.wall_detail``),
+    cut from the episodes' frames of walls seen close up; the report goes to the run folder and
+    the tiles beside a world model's weights (``--out``, default ``weights/world_model/wall_detail``)."""
+    import json
+    from pathlib import Path
+
+    from alaya.io import atomic_write_text
+    from alaya.train.wall_detail import WallDetailFitConfig, fit_wall_detail
+    out = a.out or "weights/world_model/wall_detail"
+    detail, report = fit_wall_detail(WallDetailFitConfig(data=a.data, seed=a.seed, progress=train.progress))
+    Path(a.run_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(a.run_dir) / "report.json", json.dumps(report, indent=2))
+    detail.save_pretrained(out, trained={"data": str(a.data), **report})
+    print(f"{report['tiles']} wall tiles of {report['candidates']} found in {report['frames_searched']} frames")
+    return detail
 
 
 def train_effects_from_args(a: argparse.Namespace, train):

@@ -22,6 +22,7 @@ from alaya.data.walkable_region import WalkableRegion
 from alaya.models.camera_constraints import camera_centre
 from alaya.models.region_floor import RegionFloor
 from alaya.models.region_walls import RegionWalls
+from alaya.models.wall_detail import WallDetail
 
 FLOOR_MARGIN = 0.6           # metres beyond the region's edges the floor reaches when no walls are drawn
 
@@ -56,10 +57,11 @@ class RegionShell:
 
 
 def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, memory, config,
-                 start_view: torch.Tensor) -> RegionShell | None:
+                 start_view: torch.Tensor, wall_detail: WallDetail | None = None) -> RegionShell | None:
     """The shell ``config`` (a ``WorldModelConfig``: ``memory_wall_margin``, ``memory_wall_borrow``,
     ``memory_floor``, ``eye_height``) asks for, learnt from ``memory``'s points (the start frame's,
-    session world) seen from ``start_view`` (session world_to_camera); None when it asks for
+    session world) seen from ``start_view`` (session world_to_camera), the walls with
+    ``wall_detail``'s close-up detail where given; None when it asks for
     neither, or the session has no region or no transform to it."""
     if region is None or to_region is None or not (config.memory_wall_margin > 0 or config.memory_floor):
         return None
@@ -71,6 +73,6 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
     floor.learn(xyz, rgb, eye)                     # (learnt for its haze, which the walls take, even when not drawn)
     walls = None
     if config.memory_wall_margin > 0:
-        walls = RegionWalls(region, config.memory_wall_margin, borrow=config.memory_wall_borrow)
+        walls = RegionWalls(region, config.memory_wall_margin, borrow=config.memory_wall_borrow, detail=wall_detail)
         walls.learn(xyz, rgb, eye, floor.haze)
     return RegionShell(walls, floor if config.memory_floor else None, to_region)

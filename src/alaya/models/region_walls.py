@@ -44,6 +44,7 @@ from alaya.models.camera_constraints import camera_centre
 from alaya.models.memory_checks import check_camera
 from alaya.models.sky_dome import pixel_directions
 from alaya.models.texture_tiles import LUMA, DistanceHaze, fill_empty, find_period
+from alaya.models.wall_detail import WallDetail
 
 NEAR_WALL = (-0.3, 1.0)     # metres beyond the wall plane (the grown edge) whose points make its texture
 BEYOND = 0.5                # metres: a memory point this far behind the wall is hidden by it
@@ -130,13 +131,15 @@ class WallTexture:
     texel_u: float          # metres a column spans (the texture's period over the columns when it repeats)
     texel_z: float          # metres a row spans
     wrap_z: bool            # the rows repeat up the wall (a period found), else the top row goes on
+    detail: int = -1        # its ``WallDetail`` tile (-1: none)
 
 
 class RegionWalls:
     """Walls ``margin`` metres beyond a ``WalkableRegion``'s edges; see the module docstring."""
 
     def __init__(self, region: WalkableRegion, margin: float = 0.6, texel: float = 0.12,
-                 borrow: bool = True, fold: bool = True, sharpen: float = SHARPEN) -> None:
+                 borrow: bool = True, fold: bool = True, sharpen: float = SHARPEN,
+                 detail: WallDetail | None = None) -> None:
         if not (np.isfinite(margin) and margin >= 0):
             raise ValueError(f"margin: metres >= 0, got {margin!r}")
         if not (np.isfinite(texel) and texel > 0):
@@ -144,7 +147,7 @@ class RegionWalls:
         if not (np.isfinite(sharpen) and sharpen >= 0):
             raise ValueError(f"sharpen: >= 0, got {sharpen!r}")
         self.margin, self.texel, self.borrow, self.fold = float(margin), float(texel), bool(borrow), bool(fold)
-        self.sharpen = float(sharpen)
+        self.sharpen, self.detail = float(sharpen), detail
         a = np.asarray(region.hull, np.float64)
         e = np.roll(a, -1, 0) - a
         self.start = a                                                     # (M, 2) each edge's first vertex
@@ -210,8 +213,9 @@ class RegionWalls:
             np.add.at(total, (iz, iu), colours[near])
             np.add.at(count, (iz, iu), 1)
             texels = np.where(count[..., None] > 0, total / np.maximum(count, 1)[..., None], np.nan)
-            seen.append(WallTexture(sharpened(fill_empty(texels), pz is not None, self.sharpen), float(u0), top,
-                                    int(near.sum()), texel_u, texel_z, pz is not None))
+            texels = sharpened(fill_empty(texels), pz is not None, self.sharpen)
+            tile = self.detail.nearest(texels.reshape(-1, 3).mean(0)) if self.detail is not None else -1
+            seen.append(WallTexture(texels, float(u0), top, int(near.sum()), texel_u, texel_z, pz is not None, tile))
         known = [w for w in seen if w is not None]
         if not known:
             self.walls = None
@@ -271,8 +275,12 @@ class RegionWalls:
             wall = self.walls[m]
             u = self.along[m] @ (hit[:, on] - self.start[m][:, None])
             pixels = min(wall.texel_u, wall.texel_z) * focal / along_view[i][on]   # a texel's size on screen
-            colours[on] = texel_colours(wall, (u - wall.u0) / wall.texel_u, z[i][on] / wall.texel_z,
-                                        pixels > MAGNIFIED)
+            near = pixels > MAGNIFIED
+            colours[on] = texel_colours(wall, (u - wall.u0) / wall.texel_u, z[i][on] / wall.texel_z, near)
+            if wall.detail >= 0 and near.any():        # finer than the texels: the detail of walls like it
+                k = np.nonzero(on)[0][near]
+                fine = self.detail.at(wall.detail, u[near], z[i][on][near], along_view[i][on][near] / focal)
+                colours[k] = colours[k] * (1 + fine[:, None]).astype(np.float32)
         if self.haze is not None:
             colours = np.clip(colours + self.haze.at(t[i]), 0, 1).astype(np.float32)
         return painted(rgb, coverage, depth, i, colours, along_view[i])

@@ -1,5 +1,6 @@
 """What a world model's folder ships beside its network, loaded: its learned camera
-(``camera_motion/``), its one-shot actions' effect layers (``action_effects/``), and its start
+(``camera_motion/``), its one-shot actions' effect layers (``action_effects/``), its walls'
+close-up detail (``wall_detail/``), and its start
 frames (``starts/*.png`` with their recorded depth, camera and the walkable region), which play,
 the Gymnasium env, the evaluations and the bench start from."""
 
@@ -12,6 +13,7 @@ import numpy as np
 from alaya.data.walkable_region import REGION_FILE, WalkableRegion
 from alaya.models.action_effects import ACTION_EFFECTS_DIR, ActionEffects
 from alaya.models.camera_motion import CAMERA_MOTION_DIR, CameraMotion
+from alaya.models.wall_detail import WALL_DETAIL_DIR, WallDetail
 
 
 def load_camera_motion(weights) -> CameraMotion | None:
@@ -24,6 +26,12 @@ def load_action_effects(weights) -> ActionEffects | None:
     """The one-shot actions' effect layer inside a world model's folder (``<weights>/action_effects/``), or None."""
     folder = Path(weights) / ACTION_EFFECTS_DIR
     return ActionEffects.from_pretrained(folder) if (folder / "config.json").exists() else None
+
+
+def load_wall_detail(weights) -> WallDetail | None:
+    """The walls' close-up detail inside a world model's folder (``<weights>/wall_detail/``), or None."""
+    folder = Path(weights) / WALL_DETAIL_DIR
+    return WallDetail.from_pretrained(folder) if (folder / "config.json").exists() else None
 
 
 def load_region(weights) -> WalkableRegion | None:

@@ -60,11 +60,13 @@ from alaya.models.memory_conditioning import (ObservedFrame, as_context, decode_
 from alaya.models.student import push_context
 from alaya.models.view_warp import advance_pose, pinhole
 from alaya.models.world import WorldModel
+from alaya.models.wall_detail import WallDetail
 from alaya.paths import default_weights
 from alaya.runtime.backend_base import Backend
 from alaya.runtime.backends import BACKENDS, make_backend
 from alaya.runtime.step_traffic import StepTraffic
-from alaya.runtime.world_folder import load_action_effects, load_camera_motion, load_region, shipped_size
+from alaya.runtime.world_folder import (load_action_effects, load_camera_motion, load_region, load_wall_detail,
+                                        shipped_size)
 from alaya.text import PromptEncoder
 
 
@@ -75,7 +77,7 @@ class WorldSession:
                  context_noise: float | None = None, stabilize: bool = True,
                  camera_motion: CameraMotion | None = None, region: WalkableRegion | None = None,
                  solo_backend: Backend | None = None, traffic: StepTraffic | None = None,
-                 action_effects: ActionEffects | None = None):
+                 action_effects: ActionEffects | None = None, wall_detail: WallDetail | None = None):
         """``autoencoder`` / ``decoder``: the model's codec (``codecs_for``: only a model in the
         autoencoder's latent space needs them). ``backend``: "torch", "onnx" (``make_backend``:
         graphs exported once for ``size``) or a backend object shared with other sessions
@@ -84,7 +86,8 @@ class WorldSession:
         ``camera_motion``: a memory model's learned camera (its intrinsics and the motion of each
         row; None: the fixed kinematics). ``region``: where the learned camera may walk, in the
         world of the start views given to ``reset``. ``action_effects``: what each one-shot action
-        draws over the frames ``step`` shows (not over what the memory and context keep)."""
+        draws over the frames ``step`` shows (not over what the memory and context keep).
+        ``wall_detail``: the region walls' close-up detail."""
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         if isinstance(backend, str) and backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -97,7 +100,7 @@ class WorldSession:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         self.size, self.seed, self.stabilize = size, seed, stabilize
         self.camera_motion = camera_motion.eval() if camera_motion is not None else None
-        self.region, self.action_effects = region, action_effects
+        self.region, self.action_effects, self.wall_detail = region, action_effects, wall_detail
         self._effects_since: dict[str, int] = {}
         self.context_noise = c.play_context_noise if context_noise is None else context_noise
         if isinstance(backend, str):
@@ -174,7 +177,8 @@ class WorldSession:
             self._to_region = None
             if view is not None and self.region is not None and self.camera_motion is not None:
                 self._to_region = torch.linalg.inv(view) @ self._motion_view.double()   # session world -> region's
-            self._shell = region_shell(self.region, self._to_region, self.memory, c, self.camera_view())   # walls, floor
+            self._shell = region_shell(self.region, self._to_region, self.memory, c, self.camera_view(),
+                                       self.wall_detail)                                       # walls, floor
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
         _, self.decoder_state = self.backend.decode(z, None)
 
@@ -360,7 +364,7 @@ class WorldSessionFactory:
                  size: int = 64, backend: str = "onnx", prompt_encoder: PromptEncoder | None = None,
                  threads: int | None = None, camera_motion: CameraMotion | None = None,
                  region: WalkableRegion | None = None, solo_threads: int | None = None,
-                 action_effects: ActionEffects | None = None):
+                 action_effects: ActionEffects | None = None, wall_detail: WallDetail | None = None):
         """``threads``: each onnxruntime graph's threads (default torch's). ``solo_threads``: a
         second set of the same graphs with that many threads, for a step while no other
         session's runs (``StepTraffic``: one player alone gets every core's help on the network,
@@ -370,7 +374,7 @@ class WorldSessionFactory:
         autoencoder, decoder = codecs_for(model, autoencoder, decoder)
         self.model, self.autoencoder, self.decoder = model.eval(), autoencoder.eval(), decoder.eval()
         self.size, self.camera_motion, self.region = size, camera_motion, region
-        self.action_effects = action_effects
+        self.action_effects, self.wall_detail = action_effects, wall_detail
         self.prompt_encoder = prompt_encoder or PromptEncoder()
         self.backend = make_backend(backend, model.core, None, decoder, size, threads=threads,
                                     factor=model.config.factor, steps=model.config.steps)
@@ -387,6 +391,7 @@ class WorldSessionFactory:
         kwargs.setdefault("camera_motion", load_camera_motion(weights))
         kwargs.setdefault("region", load_region(weights))
         kwargs.setdefault("action_effects", load_action_effects(weights))
+        kwargs.setdefault("wall_detail", load_wall_detail(weights))
         if "size" not in kwargs and any((Path(weights) / "starts").glob("*.png")):
             kwargs["size"] = shipped_size(weights)
         if model.config.codec == "patch4":
@@ -398,4 +403,4 @@ class WorldSessionFactory:
                             prompt_encoder=self.prompt_encoder, seed=seed, size=self.size, backend=self.backend,
                             camera_motion=self.camera_motion, region=self.region,
                             solo_backend=self.solo_backend, traffic=self.traffic,
-                            action_effects=self.action_effects)
+                            action_effects=self.action_effects, wall_detail=self.wall_detail)

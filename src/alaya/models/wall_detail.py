@@ -1,0 +1,141 @@
+"""Close-up detail for walls seen only from afar, learnt from recordings of walls seen close up.
+
+::
+
+    detail = WallDetail.from_pretrained("weights/world_model/wall_detail")
+    tile = detail.nearest(mean_colour)                  # a wall's tile, by its colour near at hand
+    colours *= 1 + detail.at(tile, u, z, metres_per_pixel)[:, None]   # u, z: metres on the wall
+
+A session's start frame sees the arena's walls 9-15 m away, where a 128² pixel spans 11-15 cm,
+so the walls' textures (``RegionWalls``) hold nothing finer than ~12 cm. Walked up to, such a
+wall is a smooth gradient where the game shows its material's grain, stripes and mortar lines,
+and what no frame showed cannot be recovered. It can be drawn as the recordings show walls of
+that look close up. ``alaya train wall-detail`` (``alaya.train.wall_detail``) cuts tiles from
+recorded frames where a vertical plane fills part of the view within reach: ``tile`` x ``tile``
+texels of ``texel`` metres on the wall's plane. Each keeps its detail finer than a far texel
+(luminance over its ``far``-metre box mean, less 1) and its mean colour, the key a wall's own
+colour is matched with.
+
+``at`` looks the detail up by metres along and up the wall, tiled mirrored (a tile's border
+meets its own mirror image: no seams) and averaged over the pixel's footprint (``levels`` box
+filters of 1, 2, 4, ... texels; a detail finer than a pixel is not drawn aliased). Luminance
+only, as a factor: the wall keeps the colour its far texels give.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from alaya.nn.pretrained import from_pretrained, save_pretrained
+
+WALL_DETAIL_DIR = "wall_detail"          # a world model's wall detail, inside its folder
+MAX_DETAIL = 0.7                         # |detail| clip: a factor between 0.3 and 1.7
+
+
+@dataclass
+class WallDetailConfig:
+    tiles: int = 96                      # tiles kept
+    tile: int = 32                       # texels a side
+    texel: float = 0.01                  # metres a texel spans
+    far: float = 0.12                    # metres: the box whose mean a tile's detail is relative to
+    levels: int = 4                      # footprint filters: boxes of 1, 2, 4, ... texels
+
+    def __post_init__(self) -> None:
+        if self.tiles < 1 or self.tile < 2 or self.levels < 1:
+            raise ValueError(f"WallDetailConfig: tiles >= 1, tile >= 2 and levels >= 1 expected, got "
+                             f"{self.tiles}, {self.tile}, {self.levels}")
+        if not (math.isfinite(self.texel) and self.texel > 0 and math.isfinite(self.far) and self.far > self.texel):
+            raise ValueError(f"WallDetailConfig: texel > 0 and far > texel (metres) expected, got "
+                             f"{self.texel!r}, {self.far!r}")
+        if 2 ** (self.levels - 1) > self.tile:
+            raise ValueError(f"WallDetailConfig.levels: a box of 2^(levels - 1) texels must fit a tile of "
+                             f"{self.tile}, got {self.levels}")
+
+
+def mirrored(index: np.ndarray, n: int) -> np.ndarray:
+    """Integer texel ``index`` (any, negatives included) into [0, n) tiled mirrored: 0 .. n-1, n-1 .. 0, ..."""
+    k = np.mod(index, 2 * n)
+    return np.where(k < n, k, 2 * n - 1 - k)
+
+
+def box_mean(tiles: torch.Tensor, size: int) -> torch.Tensor:
+    """(N, T, T) each texel's mean over the ``size`` x ``size`` box around it, the tile mirrored at its borders."""
+    if size <= 1:
+        return tiles
+    lo, hi = (size - 1) // 2, size // 2
+    padded = F.pad(tiles[:, None], (lo, hi, lo, hi), mode="reflect")
+    return F.avg_pool2d(padded, size, stride=1)[:, 0]
+
+
+def relative_detail(luma: torch.Tensor, far_texels: int) -> torch.Tensor:
+    """(N, T, T) luminance tiles' detail finer than ``far_texels``: luma over its box mean, less 1, clipped."""
+    low = box_mean(luma.double(), far_texels)
+    return (luma.double() / low.clamp_min(1e-3) - 1).clamp(-MAX_DETAIL, MAX_DETAIL).float()
+
+
+class WallDetail(nn.Module):
+    """``detail`` (tiles, levels, tile, tile): each tile's detail at each footprint level; ``keys``
+    (tiles, 3): each tile's mean colour in [0, 1]."""
+
+    def __init__(self, config: WallDetailConfig | None = None) -> None:
+        super().__init__()
+        self.config = c = config or WallDetailConfig()
+        self.register_buffer("detail", torch.zeros(c.tiles, c.levels, c.tile, c.tile))
+        self.register_buffer("keys", torch.zeros(c.tiles, 3))
+        self._numpy: tuple[np.ndarray, np.ndarray] | None = None
+
+    def set_tiles(self, detail: torch.Tensor, keys: torch.Tensor) -> None:
+        """Take ``detail`` (tiles, tile, tile), each tile's detail (``relative_detail``), and ``keys``
+        (tiles, 3) mean colours; the footprint levels are made here."""
+        c = self.config
+        if tuple(detail.shape) != (c.tiles, c.tile, c.tile) or tuple(keys.shape) != (c.tiles, 3):
+            raise ValueError(f"detail, keys: expected {(c.tiles, c.tile, c.tile)} and {(c.tiles, 3)}, got "
+                             f"{tuple(detail.shape)} and {tuple(keys.shape)}")
+        if not (torch.isfinite(detail).all() and torch.isfinite(keys).all()):
+            raise ValueError("detail, keys: must be finite")
+        detail = detail.float().clamp(-MAX_DETAIL, MAX_DETAIL)
+        self.detail.copy_(torch.stack([box_mean(detail, 2 ** k) for k in range(c.levels)], 1))
+        self.keys.copy_(keys.float().clamp(0, 1))
+        self._numpy = None
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._numpy is None:
+            self._numpy = self.detail.numpy().astype(np.float32), self.keys.numpy().astype(np.float64)
+        return self._numpy
+
+    def nearest(self, colour) -> int:
+        """The tile whose mean colour is nearest ``colour`` (3,) in [0, 1]."""
+        colour = np.asarray(colour, np.float64).reshape(-1)
+        if colour.shape != (3,) or not np.isfinite(colour).all():
+            raise ValueError(f"colour: expected 3 finite values in [0, 1], got {colour!r}")
+        _, keys = self._arrays()
+        return int(np.argmin(((keys - colour) ** 2).sum(1)))
+
+    def at(self, tile: int, u, z, pixel_metres) -> np.ndarray:
+        """(n,) the detail of ``tile`` at ``u``, ``z`` (n,) metres along and up a wall, for pixels each
+        spanning ``pixel_metres`` (n,) there (its level: the box nearest a pixel's width)."""
+        c = self.config
+        if not 0 <= tile < c.tiles:
+            raise ValueError(f"tile: expected 0 .. {c.tiles - 1}, got {tile!r}")
+        u, z, pixel_metres = (np.asarray(a, np.float64).reshape(-1) for a in (u, z, pixel_metres))
+        if not u.shape == z.shape == pixel_metres.shape:
+            raise ValueError(f"u, z, pixel_metres: expected the same shape, got {u.shape}, {z.shape}, {pixel_metres.shape}")
+        detail, _ = self._arrays()
+        width = np.nan_to_num(pixel_metres / c.texel, nan=1.0, posinf=2.0 ** c.levels)
+        level = np.clip(np.round(np.log2(np.maximum(width, 1e-6))), 0, c.levels - 1).astype(np.int64)
+        iu = mirrored(np.floor(np.nan_to_num(u) / c.texel).astype(np.int64), c.tile)
+        iz = mirrored(np.floor(np.nan_to_num(z) / c.texel).astype(np.int64), c.tile)
+        return detail[tile, level, iz, iu]
+
+    def save_pretrained(self, folder, **metadata) -> None:
+        save_pretrained(self, folder, dtype=torch.float16, **metadata)
+
+    @classmethod
+    def from_pretrained(cls, folder) -> WallDetail:
+        return from_pretrained(cls, WallDetailConfig, folder).eval()

@@ -1,0 +1,151 @@
+"""``alaya train wall-detail``: cut ``WallDetail`` tiles from recorded frames of walls seen close up.
+
+Each frame (every ``every``-th, each recorded style) is searched on a grid of ``window`` x
+``window``-pixel windows. A window makes a candidate where its depth is all within ``reach``
+metres, its points (the recorded depth and camera, world z up) lie on one vertical plane (normal
+within ``VERTICAL`` of level, the points within ``FLAT`` metres of the plane), and a pixel there
+spans at most ``SHARP`` texels (so the tile holds what the camera resolved, not an upsampling).
+The tile is the plane's ``tile`` x ``tile`` grid of ``texel``-metre texels around the window's
+centre, along the wall (horizontal) and up it, each projected into the frame and sampled
+bilinearly; one whose texels fall off the frame or on another surface (the depth there is not the
+plane's) is dropped. Of a frame's candidates the one nearest the camera is kept, and of all the
+candidates ``tiles`` are drawn at random (seeded; the data's mix of walls). Episodes need depth,
+``K`` and camera poses (``alaya record game`` writes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from alaya.data.episodes import EpisodeDataset
+from alaya.models.memory_geometry import camera_points
+from alaya.models.texture_tiles import LUMA
+from alaya.models.wall_detail import WallDetail, WallDetailConfig, relative_detail
+
+VERTICAL = 0.08          # |normal z| below this: a wall
+FLAT = 0.006             # metres: RMS distance of a window's points from its plane
+SHARP = 1.6              # texels a pixel may span at most where a tile is cut
+ON_PLANE = 0.03          # metres (+ 2% of the depth): a texel's depth in the frame must be the plane's
+
+
+@dataclass
+class WallDetailFitConfig:
+    data: str = ""
+    split: str = "train"                 # "" or a split the data lacks: every episode
+    every: int = 3                       # frames: every ``every``-th frame is searched
+    window: int = 24                     # pixels: the windows searched (a grid at half this step)
+    reach: tuple[float, float] = (0.3, 1.6)   # metres: the depths a window's pixels must lie between
+    seed: int = 0
+    progress: bool = True
+    model: WallDetailConfig = None       # type: ignore[assignment]   (default WallDetailConfig())
+
+    def __post_init__(self) -> None:
+        if self.model is None:
+            self.model = WallDetailConfig()
+        if self.every < 1 or self.window < 4:
+            raise ValueError(f"WallDetailFitConfig: every >= 1 and window >= 4 expected, got {self.every}, {self.window}")
+        if not 0 < self.reach[0] < self.reach[1]:
+            raise ValueError(f"WallDetailFitConfig.reach: 0 < near < far metres expected, got {self.reach!r}")
+
+
+def _bilinear(image: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``image`` (H, W, ...) at continuous pixel coordinates u, v (pixel centres at +0.5), edges held."""
+    H, W = image.shape[:2]
+    x, y = np.clip(u - 0.5, 0, W - 1), np.clip(v - 0.5, 0, H - 1)
+    x0, y0 = np.minimum(np.floor(x).astype(int), W - 2), np.minimum(np.floor(y).astype(int), H - 2)
+    wx, wy = x - x0, y - y0
+    if image.ndim == 3:
+        wx, wy = wx[..., None], wy[..., None]
+    return ((1 - wy) * ((1 - wx) * image[y0, x0] + wx * image[y0, x0 + 1])
+            + wy * ((1 - wx) * image[y0 + 1, x0] + wx * image[y0 + 1, x0 + 1]))
+
+
+def wall_tile(rgb: np.ndarray, depth: np.ndarray, K: np.ndarray, world_to_camera: np.ndarray,
+              cfg: WallDetailFitConfig) -> tuple[np.ndarray, float] | None:
+    """(the tile's colours (tile, tile, 3) in [0, 1], row 0 at its top; the camera's distance to its
+    centre) of a frame ``rgb`` (H, W, 3) uint8 with ``depth`` (H, W) metres along the view axis (0:
+    sky), its ``K`` (3, 3) and ``world_to_camera`` (4, 4), the nearest candidate; None without one."""
+    m = cfg.model
+    H, W = depth.shape
+    depth = np.nan_to_num(np.asarray(depth, np.float64))
+    K = np.asarray(K, np.float64)
+    w2c = np.asarray(world_to_camera, np.float64)
+    c2w = np.linalg.inv(w2c)
+    cam = camera_points(torch.from_numpy(depth), torch.from_numpy(K)).numpy()          # (3, H, W)
+    world = np.einsum("ij,jhw->ihw", c2w[:3, :3], cam) + c2w[:3, 3, None, None]
+    half, step = cfg.window // 2, max(cfg.window // 2, 1)
+    best = None
+    for cv in range(half, H - half + 1, step):
+        for cu in range(half, W - half + 1, step):
+            d = depth[cv - half:cv + half, cu - half:cu + half]
+            if not ((d > cfg.reach[0]) & (d < cfg.reach[1])).all():
+                continue
+            if best is not None and d.mean() >= best[1]:
+                continue
+            if d.max() / K[0, 0] > SHARP * m.texel:
+                continue
+            p = world[:, cv - half:cv + half, cu - half:cu + half].reshape(3, -1)
+            centre = p.mean(1)
+            _, s, vt = np.linalg.svd((p - centre[:, None]).T, full_matrices=False)
+            normal = vt[2]
+            if abs(normal[2]) > VERTICAL or s[2] / np.sqrt(p.shape[1]) > FLAT:
+                continue
+            along = np.array([-normal[1], normal[0], 0.0])
+            along /= np.linalg.norm(along)
+            if (w2c[:3, :3] @ along)[0] < 0:                     # along the wall: to the camera's right
+                along = -along
+            offsets = (np.arange(m.tile) - (m.tile - 1) / 2) * m.texel
+            q = centre[:, None, None] + along[:, None, None] * offsets[None, None, :] \
+                - np.array([0.0, 0.0, 1.0])[:, None, None] * offsets[None, :, None]   # (3, rows down, cols)
+            pc = np.einsum("ij,jhw->ihw", w2c[:3, :3], q) + w2c[:3, 3, None, None]
+            z = -pc[2]
+            if (z <= 1e-3).any():
+                continue
+            u = K[0, 0] * pc[0] / z + K[0, 2]
+            v = -K[1, 1] * pc[1] / z + K[1, 2]
+            if u.min() < 0.5 or v.min() < 0.5 or u.max() > W - 0.5 or v.max() > H - 0.5:
+                continue
+            if (np.abs(_bilinear(depth, u, v) - z) > ON_PLANE + 0.02 * z).any():
+                continue
+            best = _bilinear(rgb.astype(np.float64) / 255, u, v), float(d.mean())
+    return best
+
+
+def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
+    """The tiles cut from ``cfg.data`` and a report (frames searched, candidates, tiles kept, their
+    detail's RMS and the spread of their mean colours)."""
+    ds = EpisodeDataset(cfg.data)
+    ids = ds.ids(cfg.split) if cfg.split and ds.ids(cfg.split) else ds.ids()
+    if not ids:
+        raise ValueError(f"{cfg.data}: no episodes")
+    m = cfg.model
+    tiles, searched = [], 0
+    for eid in tqdm(ids, desc="wall tiles", unit="episode", disable=not cfg.progress):
+        ep = ds.load(eid)
+        for name in ("depth", "K", "world_to_camera"):
+            if name not in ep:
+                raise ValueError(f"{ds.path(eid)}: no {name!r} (wall detail needs depth and cameras: alaya record game)")
+        rgb = ep["rgb"] if ep["rgb"].ndim == 5 else ep["rgb"][None]
+        for t in range(0, ep["depth"].shape[0], cfg.every):
+            for s in range(rgb.shape[0]):
+                searched += 1
+                found = wall_tile(rgb[s, t], ep["depth"][t], ep["K"], ep["world_to_camera"][t], cfg)
+                if found is not None:
+                    tiles.append(found[0])
+    if len(tiles) < m.tiles:
+        raise ValueError(f"{cfg.data}: {len(tiles)} wall tiles found in {searched} frames, {m.tiles} needed "
+                         f"(record walls close up: alaya record game --wall-contact 1)")
+    pick = np.random.default_rng(cfg.seed).choice(len(tiles), m.tiles, replace=False)
+    colours = torch.from_numpy(np.stack([tiles[i][::-1] for i in pick]).copy()).float()   # (N, T, T, 3), row 0 lowest
+    luma = (colours * torch.from_numpy(LUMA)).sum(-1)
+    detail = relative_detail(luma, max(int(round(m.far / m.texel)), 2))
+    model = WallDetail(m)
+    model.set_tiles(detail, colours.mean((1, 2)))
+    report = {"frames_searched": searched, "candidates": len(tiles), "tiles": m.tiles,
+              "detail_rms": float(detail.pow(2).mean().sqrt()),
+              "key_spread": [float(x) for x in model.keys.std(0)]}
+    return model, report

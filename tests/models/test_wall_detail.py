@@ -1,0 +1,123 @@
+"""Walls' close-up detail (``alaya.models.wall_detail``, ``alaya.train.wall_detail``): tiles are cut
+from frames of a wall seen close up and only there, their detail tiles without seams and is
+averaged over a pixel's footprint, and a wall walked up to shows it where a far wall is unchanged."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from alaya.data.walkable_region import WalkableRegion
+from alaya.models.region_walls import RegionWalls
+from alaya.models.view_warp import pinhole
+from alaya.models.wall_detail import WallDetail, WallDetailConfig, mirrored, relative_detail
+from alaya.train.wall_detail import WallDetailFitConfig, wall_tile
+
+SIZE = 128
+EYE = 1.4
+STRIPE = 0.05          # metres: the synthetic wall's stripes (dark, light) up the wall
+
+
+def facing_wall(distance: float, floor: bool = False):
+    """(rgb uint8 (H, W, 3), depth (H, W), K, world_to_camera) of a level camera at (0, 0, EYE)
+    looking along +y at the wall y = ``distance``, striped up the wall; with ``floor`` the view
+    pitched down 60 degrees at the floor z = 0 instead (no wall in view)."""
+    K = pinhole(SIZE, 70.0).numpy().astype(np.float64)
+    pitch = math.radians(-60.0 if floor else 0.0)
+    forward = np.array([0.0, math.cos(pitch), math.sin(pitch)])
+    right = np.array([1.0, 0.0, 0.0])
+    up = np.cross(right, forward)
+    R = np.stack([right, up, -forward])
+    w2c = np.eye(4)
+    w2c[:3, :3], w2c[:3, 3] = R, -R @ np.array([0.0, 0.0, EYE])
+    v, u = np.meshgrid(np.arange(SIZE) + 0.5, np.arange(SIZE) + 0.5, indexing="ij")
+    ray = R.T @ np.stack([(u - K[0, 2]) / K[0, 0], -(v - K[1, 2]) / K[1, 1], -np.ones_like(u)]).reshape(3, -1)
+    s = (0.0 - EYE) / ray[2] if floor else distance / ray[1]              # along the ray per metre of depth
+    hit = np.array([0.0, 0.0, EYE])[:, None] + s * ray
+    light = (np.floor(hit[2] / STRIPE) % 2 == 0) if not floor else (np.floor(hit[0] / STRIPE) % 2 == 0)
+    rgb = np.where(light[:, None], [[200, 180, 160]], [[100, 90, 80]]).astype(np.uint8).reshape(SIZE, SIZE, 3)
+    return rgb, s.reshape(SIZE, SIZE), K, w2c
+
+
+def test_a_wall_close_up_gives_a_tile_of_its_stripes_and_a_floor_or_a_far_wall_none():
+    cfg = WallDetailFitConfig()
+    tile, distance = wall_tile(*facing_wall(0.8), cfg)
+    assert distance == pytest.approx(0.8)
+    luma = tile @ np.array([0.299, 0.587, 0.114])
+    assert luma.std(1).max() < 0.02                    # the same along the wall (the stripes run level)
+    rows = luma[:, 0] > luma.mean()                    # up the wall: light and dark, 5 texels each
+    changes = np.nonzero(rows[1:] != rows[:-1])[0]
+    assert len(changes) >= 4 and np.allclose(np.diff(changes), STRIPE / cfg.model.texel, atol=1)
+    assert wall_tile(*facing_wall(0.8, floor=True), cfg) is None
+    assert wall_tile(*facing_wall(3.0), cfg) is None    # beyond reach: a pixel spans too much
+
+
+def test_detail_is_relative_to_the_far_mean_and_tiles_mirrored_without_seams():
+    luma = torch.full((1, 12, 12), 0.5)
+    luma[0, :, ::2] = 0.6
+    d = relative_detail(luma, 4)
+    assert d.mean().abs() < 0.01 and d.max() > 0.05
+    assert (mirrored(np.array([0, 11, 12, 23, 24, -1]), 12) == [0, 11, 11, 0, 0, 0]).all()
+
+
+@pytest.fixture()
+def detail() -> WallDetail:
+    """Two tiles: a reddish one of fine stripes and a grey one of random grain."""
+    c = WallDetailConfig(tiles=2, tile=16, levels=3)
+    model = WallDetail(c)
+    stripes = torch.where(torch.arange(16) % 2 == 0, 0.2, -0.2).expand(16, 16).T.contiguous()
+    grain = torch.from_numpy(np.random.default_rng(0).normal(0, 0.1, (16, 16))).float()
+    model.set_tiles(torch.stack([stripes, grain]), torch.tensor([[0.7, 0.3, 0.2], [0.6, 0.6, 0.6]]))
+    return model
+
+
+def test_at_picks_the_level_of_the_pixel_footprint_and_nearest_the_colour(detail):
+    c = detail.config
+    u = np.linspace(0, 0.3, 200)
+    z = np.full_like(u, 0.05)
+    fine = detail.at(1, u, z, np.full_like(u, c.texel))
+    coarse = detail.at(1, u, z, np.full_like(u, 4 * c.texel))
+    assert coarse.std() < 0.6 * fine.std()             # averaged over the footprint, not aliased
+    rows = detail.at(0, np.zeros(16), (np.arange(16) + 0.5) * c.texel, np.full(16, c.texel))
+    assert np.allclose(rows, np.where(np.arange(16) % 2 == 0, 0.2, -0.2))
+    assert detail.nearest([0.8, 0.35, 0.2]) == 0 and detail.nearest([0.5, 0.5, 0.55]) == 1
+
+
+def test_bad_input_names_the_field_and_a_saved_detail_loads_back(detail, tmp_path):
+    with pytest.raises(ValueError, match="detail, keys"):
+        detail.set_tiles(torch.zeros(3, 16, 16), torch.zeros(3, 3))
+    with pytest.raises(ValueError, match="finite"):
+        detail.set_tiles(torch.full((2, 16, 16), math.nan), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="colour"):
+        detail.nearest([0.5, math.nan, 0.5])
+    with pytest.raises(ValueError, match="tile"):
+        detail.at(2, [0.0], [0.0], [0.01])
+    with pytest.raises(ValueError, match="WallDetailConfig"):
+        WallDetailConfig(texel=0.2, far=0.1)
+    detail.save_pretrained(tmp_path / "wd")
+    back = WallDetail.from_pretrained(tmp_path / "wd")
+    assert torch.allclose(back.detail, detail.detail, atol=1e-3) and back.nearest([0.8, 0.35, 0.2]) == 0
+
+
+def test_a_wall_walked_up_to_shows_the_detail_and_a_far_one_is_unchanged(detail):
+    region = WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]]))
+    y, z = np.meshgrid(np.arange(-2.5, 2.5, 0.03), np.arange(0.06, 1.8, 0.03))
+    xyz = np.stack([np.full(y.size, 2.5), y.ravel(), z.ravel()])
+    rgb = np.tile(np.array([[180, 80, 50]], np.uint8), (y.size, 1))
+    plain, fine = RegionWalls(region, margin=0.5), RegionWalls(region, margin=0.5, detail=detail)
+    for w in (plain, fine):
+        assert w.learn(xyz, rgb) == 1
+    assert fine.walls[0].detail == 0 and plain.walls[0].detail == -1
+    K = pinhole(64, 70.0)
+
+    def drawn(walls, x):
+        view = torch.eye(4, dtype=torch.float64)
+        view[:3, :3] = torch.tensor([[0.0, -1.0, 0.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]], dtype=torch.float64)
+        view[:3, 3] = -view[:3, :3] @ torch.tensor([x, 0.0, EYE], dtype=torch.float64)
+        empty = torch.zeros(1, 3, 64, 64), torch.zeros(1, 1, 64, 64), torch.zeros(1, 1, 64, 64)
+        return walls.draw(*empty, K, view)[0][0]
+
+    near_plain, near_fine = drawn(plain, 2.0), drawn(fine, 2.0)          # 0.5 m away: texels ~7 pixels wide
+    assert (near_fine[:, 1:] - near_fine[:, :-1]).abs().mean() > 3 * (near_plain[:, 1:] - near_plain[:, :-1]).abs().mean()
+    assert torch.equal(drawn(plain, -1.5), drawn(fine, -1.5))           # 4 m away: a texel under 1.5 pixels
