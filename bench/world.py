@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from alaya.data.actions import ONE_SHOT, action_vector  # noqa: E402
 from alaya.hardware import rss_mb, usable_cores  # noqa: E402
 from alaya.runtime.world_folder import load_start_depths, load_start_frames, load_start_views  # noqa: E402
-from alaya.runtime.world_session import WorldSessionFactory  # noqa: E402
+from alaya.runtime.world_factory import WorldSessionFactory  # noqa: E402
 
 
 def scripted_actions(n: int, seed: int = 0) -> list[np.ndarray]:

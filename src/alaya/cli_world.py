@@ -64,7 +64,7 @@ def _eval_world_live(a: argparse.Namespace) -> int:
     from alaya.evaluation.world_live import LiveConfig, evaluate_live, public_json
     from alaya.hardware import usable_cores
     from alaya.runtime.world_folder import shipped_size
-    from alaya.runtime.world_session import WorldSessionFactory
+    from alaya.runtime.world_factory import WorldSessionFactory
     torch.set_num_threads(1)              # as alaya play: the networks run in onnxruntime's own pool
     size = a.size or shipped_size(a.weights)
     scripts = tuple(s for arg in a.scripts for s in arg.split(",") if s)
@@ -123,7 +123,7 @@ def _eval_world(a: argparse.Namespace) -> int:
     from alaya.evaluation.world_eval import WorldEvalConfig, evaluate_world, load_idm, public_json
     from alaya.evaluation.world_report import write_world_report
     from alaya.runtime.world_folder import shipped_size
-    from alaya.runtime.world_session import WorldSessionFactory
+    from alaya.runtime.world_factory import WorldSessionFactory
     a.size = a.size or shipped_size(a.weights)
     from alaya.evaluation.other_data import data_action_ranges, idm_mismatch
     factory = WorldSessionFactory.from_pretrained(a.weights, size=a.size, backend=a.backend)

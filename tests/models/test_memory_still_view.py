@@ -69,7 +69,7 @@ def test_a_factory_plays_at_its_weights_start_frame_size(tmp_path):
 
     from PIL import Image
 
-    from alaya.runtime.world_session import WorldSessionFactory
+    from alaya.runtime.world_factory import WorldSessionFactory
     from alaya.runtime.world_folder import load_start_frames
     folder = tmp_path / "model"
     WorldModel(TINY).save_pretrained(folder)

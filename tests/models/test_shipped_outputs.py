@@ -118,7 +118,7 @@ def test_render_session_frames_are_unchanged(student, backend):
 def test_world_session_frames_are_unchanged():
     """The shipped memory model at its play size: a walk, a strafe and a stand from a start frame
     with its recorded depth and camera (the camera from its learned camera_motion/)."""
-    from alaya.runtime.world_session import WorldSessionFactory
+    from alaya.runtime.world_factory import WorldSessionFactory
     from alaya.runtime.world_folder import load_start_depths, load_start_frames, load_start_views
     factory = WorldSessionFactory.from_pretrained(f"{WEIGHTS}/world_model", size=128, backend="torch")
     session = factory.new("a golden sunset", seed=5)

@@ -10,7 +10,8 @@ from alaya.data.actions import ActionError, action_vector
 from alaya.models.world import WorldModel, WorldModelConfig
 from alaya.runtime.onnx_backend import ONNX_TOLERANCE
 from alaya.runtime.world_folder import load_start_frames
-from alaya.runtime.world_session import WorldSession, WorldSessionFactory
+from alaya.runtime.world_factory import WorldSessionFactory
+from alaya.runtime.world_session import WorldSession
 
 SIZE = 32
 

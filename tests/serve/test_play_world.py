@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from alaya.runtime.world_session import WorldSessionFactory
+from alaya.runtime.world_factory import WorldSessionFactory
 from alaya.runtime.world_folder import load_start_frames
 from alaya.serve.web import WebConfig
 from alaya.serve.world_web import ActionStream, create_world_app

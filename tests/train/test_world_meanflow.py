@@ -74,7 +74,7 @@ def episodes(tmp_path_factory):
 
 
 def test_a_meanflow_run_trains_saves_and_plays_an_average_velocity_model(episodes, tmp_path):
-    from alaya.runtime.world_session import WorldSessionFactory
+    from alaya.runtime.world_factory import WorldSessionFactory
     from alaya.train.loop import TrainConfig
     from alaya.train.world import train_world
     from alaya.train.world_config import WorldTrainConfig

@@ -95,7 +95,7 @@ def test_start_frames_ship_their_camera_and_the_region_players_stood_in(episodes
 
 def test_a_memory_model_ships_its_learned_camera(episodes, tmp_path):
     from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
-    from alaya.runtime.world_session import WorldSessionFactory
+    from alaya.runtime.world_factory import WorldSessionFactory
     from alaya.train.world_memory_train import ship_camera_motion
     WorldModel(TINY).save_pretrained(tmp_path / "model")
     assert WorldSessionFactory.from_pretrained(tmp_path / "model", size=32, backend="torch").camera_motion is None

@@ -16,10 +16,11 @@ texels of ``texel`` metres on the wall's plane. Each keeps its detail finer than
 (luminance over its ``far``-metre box mean, less 1) and its mean colour, the key a wall's own
 colour is matched with.
 
-``at`` looks the detail up by metres along and up the wall, tiled mirrored (a tile's border
-meets its own mirror image: no seams) and averaged over the pixel's footprint (``levels`` box
-filters of 1, 2, 4, ... texels; a detail finer than a pixel is not drawn aliased). Luminance
-only, as a factor: the wall keeps the colour its far texels give.
+``at`` looks the detail up by metres along and up the wall, tiled: each tile is made periodic
+when it is set (``periodic``: its borders cross-faded with the tile moved by half its size, so
+it meets itself without a seam) and averaged over the pixel's footprint (``levels`` box filters
+of 1, 2, 4, ... texels; a detail finer than a pixel is not drawn aliased). Luminance only, as a
+factor: the wall keeps the colour its far texels give.
 """
 
 from __future__ import annotations
@@ -58,19 +59,27 @@ class WallDetailConfig:
                              f"{self.tile}, got {self.levels}")
 
 
-def mirrored(index: np.ndarray, n: int) -> np.ndarray:
-    """Integer texel ``index`` (any, negatives included) into [0, n) tiled mirrored: 0 .. n-1, n-1 .. 0, ..."""
-    k = np.mod(index, 2 * n)
-    return np.where(k < n, k, 2 * n - 1 - k)
-
-
-def box_mean(tiles: torch.Tensor, size: int) -> torch.Tensor:
-    """(N, T, T) each texel's mean over the ``size`` x ``size`` box around it, the tile mirrored at its borders."""
+def box_mean(tiles: torch.Tensor, size: int, mode: str = "reflect") -> torch.Tensor:
+    """(N, T, T) each texel's mean over the ``size`` x ``size`` box around it, the tile padded by
+    ``mode`` (``F.pad``'s: "reflect", or "circular" for a periodic tile)."""
     if size <= 1:
         return tiles
     lo, hi = (size - 1) // 2, size // 2
-    padded = F.pad(tiles[:, None], (lo, hi, lo, hi), mode="reflect")
+    padded = F.pad(tiles[:, None], (lo, hi, lo, hi), mode=mode)
     return F.avg_pool2d(padded, size, stride=1)[:, 0]
+
+
+def periodic(tiles: torch.Tensor) -> torch.Tensor:
+    """(N, T, T) zero-mean detail tiles made to repeat without seams: along each axis in turn, the
+    tile cross-faded with itself moved by half its size (weight 1 at the centre, 0 at the borders,
+    where the moved copy meets itself continuously), the weights' sum of squares normalised to 1
+    (two unrelated grains blended keep the grain's strength)."""
+    n = tiles.shape[-1]
+    w = 1 - ((torch.arange(n, dtype=tiles.dtype) + 0.5) * 2 / n - 1).abs()
+    scale = (w ** 2 + (1 - w) ** 2).sqrt()
+    x = (w * tiles + (1 - w) * tiles.roll(n // 2, -1)) / scale
+    w, scale = w[:, None], scale[:, None]
+    return (w * x + (1 - w) * x.roll(n // 2, -2)) / scale
 
 
 def relative_detail(luma: torch.Tensor, far_texels: int) -> torch.Tensor:
@@ -80,13 +89,13 @@ def relative_detail(luma: torch.Tensor, far_texels: int) -> torch.Tensor:
 
 
 class WallDetail(nn.Module):
-    """``detail`` (tiles, levels, tile, tile): each tile's detail at each footprint level; ``keys``
-    (tiles, 3): each tile's mean colour in [0, 1]."""
+    """``tiles`` (tiles, tile, tile): each tile's detail, periodic; ``keys`` (tiles, 3): each tile's
+    mean colour in [0, 1]. The footprint levels are made from the tiles when first looked up."""
 
     def __init__(self, config: WallDetailConfig | None = None) -> None:
         super().__init__()
         self.config = c = config or WallDetailConfig()
-        self.register_buffer("detail", torch.zeros(c.tiles, c.levels, c.tile, c.tile))
+        self.register_buffer("tiles", torch.zeros(c.tiles, c.tile, c.tile))
         self.register_buffer("keys", torch.zeros(c.tiles, 3))
         self._numpy: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -99,14 +108,16 @@ class WallDetail(nn.Module):
                              f"{tuple(detail.shape)} and {tuple(keys.shape)}")
         if not (torch.isfinite(detail).all() and torch.isfinite(keys).all()):
             raise ValueError("detail, keys: must be finite")
-        detail = detail.float().clamp(-MAX_DETAIL, MAX_DETAIL)
-        self.detail.copy_(torch.stack([box_mean(detail, 2 ** k) for k in range(c.levels)], 1))
+        self.tiles.copy_(periodic(detail.float()).clamp(-MAX_DETAIL, MAX_DETAIL))
         self.keys.copy_(keys.float().clamp(0, 1))
         self._numpy = None
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(levels (tiles, levels, tile, tile) float32, keys (tiles, 3) float64), made once."""
         if self._numpy is None:
-            self._numpy = self.detail.numpy().astype(np.float32), self.keys.numpy().astype(np.float64)
+            tiles = self.tiles.float()
+            levels = torch.stack([box_mean(tiles, 2 ** k, "circular") for k in range(self.config.levels)], 1)
+            self._numpy = levels.numpy().astype(np.float32), self.keys.numpy().astype(np.float64)
         return self._numpy
 
     def nearest(self, colour) -> int:
@@ -129,8 +140,8 @@ class WallDetail(nn.Module):
         detail, _ = self._arrays()
         width = np.nan_to_num(pixel_metres / c.texel, nan=1.0, posinf=2.0 ** c.levels)
         level = np.clip(np.round(np.log2(np.maximum(width, 1e-6))), 0, c.levels - 1).astype(np.int64)
-        iu = mirrored(np.floor(np.nan_to_num(u) / c.texel).astype(np.int64), c.tile)
-        iz = mirrored(np.floor(np.nan_to_num(z) / c.texel).astype(np.int64), c.tile)
+        iu = np.mod(np.floor(np.nan_to_num(u) / c.texel).astype(np.int64), c.tile)
+        iz = np.mod(np.floor(np.nan_to_num(z) / c.texel).astype(np.int64), c.tile)
         return detail[tile, level, iz, iu]
 
     def save_pretrained(self, folder, **metadata) -> None:
@@ -138,4 +149,6 @@ class WallDetail(nn.Module):
 
     @classmethod
     def from_pretrained(cls, folder) -> WallDetail:
-        return from_pretrained(cls, WallDetailConfig, folder).eval()
+        model = from_pretrained(cls, WallDetailConfig, folder).eval()
+        model._numpy = None                       # the levels of the loaded tiles
+        return model

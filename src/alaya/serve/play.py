@@ -102,7 +102,7 @@ def _build_world_app(cfg: PlayConfig, web):
     from alaya.data.actions import ActionText
     from alaya.hardware import usable_cores
     from alaya.runtime.world_folder import load_start_depths, load_start_frames, load_start_views
-    from alaya.runtime.world_session import WorldSessionFactory
+    from alaya.runtime.world_factory import WorldSessionFactory
     from alaya.serve.world_web import create_world_app
 
     # a player alone steps on graphs with a thread per core; players side by side, one thread each

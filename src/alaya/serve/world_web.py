@@ -93,7 +93,7 @@ class ActionStream:
 def create_world_app(factory, starts: list[np.ndarray], config: WebConfig | None = None,
                      actions: ActionText | None = None, depths: list[np.ndarray | None] | None = None,
                      views: list[np.ndarray | None] | None = None) -> FastAPI:
-    """The world mode: ``factory`` is a :class:`~alaya.runtime.world_session.WorldSessionFactory`,
+    """The world mode: ``factory`` is a :class:`~alaya.runtime.world_factory.WorldSessionFactory`,
     ``starts`` its start frames (uint8 (size, size, 3)), ``depths`` their recorded depths
     (``load_start_depths``; None: a memory model predicts them), ``views`` their recorded cameras
     (``load_start_views``: a session with a walkable region stays in it), ``actions`` the text

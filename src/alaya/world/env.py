@@ -28,7 +28,7 @@ from gymnasium import spaces
 from alaya.data.actions import ACTION_COLUMNS, ACTION_DIM, NAVIGATION, ActionError, check_actions
 from alaya.paths import default_weights
 from alaya.runtime.world_folder import load_start_depths, load_start_frames, load_start_views, shipped_size
-from alaya.runtime.world_session import WorldSessionFactory
+from alaya.runtime.world_factory import WorldSessionFactory
 
 ENV_ID = "alaya/WorldModel-v0"
 ACTION_LOW = np.array([-1.0] * len(NAVIGATION) + [0.0] * (ACTION_DIM - len(NAVIGATION)), np.float32)
