@@ -16,7 +16,7 @@ from alaya.train.wall_detail import WallDetailFitConfig, wall_tile
 
 SIZE = 128
 EYE = 1.4
-STRIPE = 0.05          # metres: the synthetic wall's stripes (dark, light) up the wall
+STRIPE = 0.1           # metres: the synthetic wall's stripes (dark, light) up the wall
 
 
 def facing_wall(distance: float, floor: bool = False):
@@ -50,7 +50,7 @@ def test_a_wall_close_up_gives_a_tile_of_its_stripes_and_a_floor_or_a_far_wall_n
     changes = np.nonzero(rows[1:] != rows[:-1])[0]
     assert len(changes) >= 4 and np.allclose(np.diff(changes), STRIPE / cfg.model.texel, atol=1)
     assert wall_tile(*facing_wall(0.8, floor=True), cfg) is None
-    assert wall_tile(*facing_wall(3.0), cfg) is None    # beyond reach: a pixel spans too much
+    assert wall_tile(*facing_wall(4.0), cfg) is None    # beyond reach: a pixel spans too much
 
 
 def test_detail_is_relative_to_the_far_mean_and_tiles_repeat_without_seams():
@@ -129,3 +129,32 @@ def test_a_wall_walked_up_to_shows_the_detail_and_a_far_one_is_unchanged(detail)
     assert (near_fine[:, 1:] - near_fine[:, :-1]).abs().mean() > 3 * (near_plain[:, 1:] - near_plain[:, :-1]).abs().mean()
     far = slice(24, 40)                                                   # the wall ahead, not the side walls
     assert torch.equal(drawn(plain, -1.5)[..., far], drawn(fine, -1.5)[..., far])   # 4 m away: a texel 1.4 pixels
+
+
+def _walls_recorded(tmp_path, frames: int = 8):
+    """One training episode of a level camera walking up to the striped wall (1.2 m to 0.6 m)."""
+    from alaya.data.episodes import EpisodesMeta, write_episode, write_meta
+    meta = EpisodesMeta.new(resolution=(SIZE, SIZE), fps=16.0, source="test", styles={"day": ["a day"]})
+    (tmp_path / "episodes").mkdir(parents=True)
+    views = [facing_wall(d) for d in np.linspace(1.2, 0.6, frames)]
+    ep = {"rgb": np.stack([v[0] for v in views])[None], "styles": np.array(["day"]),
+          "actions": np.zeros((frames, 8), np.float32), "depth": np.stack([v[1] for v in views]).astype(np.float16),
+          "K": views[0][2].astype(np.float32), "world_to_camera": np.stack([v[3] for v in views]).astype(np.float32)}
+    write_episode(tmp_path / "episodes" / "e0.npz", ep)
+    meta.episodes["e0"] = {"split": "train", "frames": frames, "seed": None}
+    write_meta(tmp_path, meta)
+    return tmp_path
+
+
+def test_tiles_are_cut_from_recordings_and_the_cli_says_when_there_are_too_few(tmp_path, capsys):
+    from alaya.cli import main
+    from alaya.train.wall_detail import fit_wall_detail
+    data = _walls_recorded(tmp_path / "data")
+    model, report = fit_wall_detail(WallDetailFitConfig(data=str(data), every=1, progress=False,
+                                                        model=WallDetailConfig(tiles=4)))
+    assert report["frames_searched"] == 8 and report["candidates"] >= 6 and report["tiles"] == 4
+    mean = np.array([150, 135, 120]) / 255                        # the stripes' mean colour
+    assert np.abs(model.keys.numpy() - mean).max() < 0.05 and report["detail_rms"] > 0.1
+    assert main(["train", "wall-detail", "--data", str(data), "--run-dir", str(tmp_path / "run"),
+                 "--out", str(tmp_path / "wd")]) == 2
+    assert "96 needed" in capsys.readouterr().err and not (tmp_path / "wd").exists()

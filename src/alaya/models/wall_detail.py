@@ -43,9 +43,10 @@ MAX_DETAIL = 0.7                         # |detail| clip: a factor between 0.3 a
 class WallDetailConfig:
     tiles: int = 96                      # tiles kept
     tile: int = 32                       # texels a side
-    texel: float = 0.01                  # metres a texel spans
+    texel: float = 0.02                  # metres a texel spans (no finer than a 128² frame's pixel
+                                         # within reach, or the pixel grid beats with the texels)
     far: float = 0.12                    # metres: the box whose mean a tile's detail is relative to
-    levels: int = 4                      # footprint filters: boxes of 1, 2, 4, ... texels
+    levels: int = 3                      # footprint filters: boxes of 1, 2, 4, ... texels
 
     def __post_init__(self) -> None:
         if self.tiles < 1 or self.tile < 2 or self.levels < 1:
