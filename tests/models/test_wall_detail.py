@@ -158,3 +158,13 @@ def test_tiles_are_cut_from_recordings_and_the_cli_says_when_there_are_too_few(t
     assert main(["train", "wall-detail", "--data", str(data), "--run-dir", str(tmp_path / "run"),
                  "--out", str(tmp_path / "wd")]) == 2
     assert "96 needed" in capsys.readouterr().err and not (tmp_path / "wd").exists()
+
+
+def test_the_shipped_world_model_carries_its_wall_detail():
+    from alaya.paths import default_weights
+    from alaya.runtime.world_folder import load_wall_detail
+    detail = load_wall_detail(default_weights("world_model"))
+    assert detail is not None and detail.config.texel == 0.02
+    assert torch.isfinite(detail.tiles).all() and detail.tiles.abs().max() <= 0.7 + 1e-3
+    assert 0.01 < float(detail.tiles.pow(2).mean().sqrt()) < 0.2      # a grain, not noise or nothing
+    assert len({detail.nearest(c) for c in np.random.default_rng(0).uniform(0, 1, (40, 3))}) > 5
