@@ -27,8 +27,9 @@ haze at the distance it draws. ``draw``: where a pixel's ray leaves the grown re
 the floor and that wall's top, and the render has no point there or one more than 0.5 m beyond
 the wall, the pixel shows the texel the ray meets (tiled along the edge; nearest texel, so the
 texture's edges stay crisp, but interpolated where a texel is seen over ``MAGNIFIED`` pixels
-wide, so a wall walked up to is not a grid of flat blocks), at the wall's depth, as covered. The network then
-refines a wall where it would have invented a field.
+wide, so a wall walked up to is not a grid of flat blocks, and there, with a ``WallDetail``,
+times 1 + the close-up detail of walls of its colour: ``alaya.models.wall_detail``), at the
+wall's depth, as covered. The network then refines a wall where it would have invented a field.
 """
 
 from __future__ import annotations
@@ -280,7 +281,7 @@ class RegionWalls:
             if wall.detail >= 0 and near.any():        # finer than the texels: the detail of walls like it
                 k = np.nonzero(on)[0][near]
                 fine = self.detail.at(wall.detail, u[near], z[i][on][near], along_view[i][on][near] / focal)
-                colours[k] = colours[k] * (1 + fine[:, None]).astype(np.float32)
+                colours[k] = np.clip(colours[k] * (1 + fine[:, None]), 0, 1).astype(np.float32)
         if self.haze is not None:
             colours = np.clip(colours + self.haze.at(t[i]), 0, 1).astype(np.float32)
         return painted(rgb, coverage, depth, i, colours, along_view[i])
