@@ -65,17 +65,15 @@ def stay_in_region(delta: torch.Tensor, world_to_camera: torch.Tensor, to_region
 
 
 def slide_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, surface: torch.Tensor, radius: float,
-                      axes: torch.Tensor | None = None, band: float = 0.1, below: float = 0.3,
+                      axes: torch.Tensor | None = None, band: float = 0.1, below: float = 0.1,
                       hits: int = 3) -> torch.Tensor:
     """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4, GL), with its walk (the
     part along the floor: world up is z) stopped per world axis, as a game's collide-and-slide
     moves its player: the walk's x and y parts each stop ``radius`` short of the surface that
     ``surface`` (3, N) world points (what the memory holds, and the last frame) shows along that
     axis from the camera's centre, in a ray ``2 * band`` wide, from ``below`` under the camera's
-    height to ``band`` over it (a game's ray is at its player's eye, and this camera's height, held
-    over a level floor, is up to ~0.2 m off the eye of a player who follows the terrain: a wall
-    whose top is just above that eye must still stop it; reaching much lower meets the slope of
-    rising ground the camera, level where the game's player climbs, does not follow). So a
+    height to ``band`` over it (a game's ray is at its player's eye; reaching lower meets the
+    slope of rising ground the camera, level where the game's player climbs, does not follow). So a
     walk into a wall at a slant slides along it; a walk into it head on, sideways or backwards
     stops at it, seen now or remembered. A surface is ``hits`` points (a stray one is not a
     wall). ``axes`` (3, 3): the rotation taking world directions to those of the frame whose x
