@@ -42,8 +42,9 @@ def facing_wall(distance: float, floor: bool = False):
 
 def test_a_wall_close_up_gives_a_tile_of_its_stripes_and_a_floor_or_a_far_wall_none():
     cfg = WallDetailFitConfig()
-    tile, distance = wall_tile(*facing_wall(0.8), cfg)
+    tile, distance, facing = wall_tile(*facing_wall(0.8), cfg)
     assert distance == pytest.approx(0.8)
+    np.testing.assert_allclose(facing, [0.0, -1.0], atol=1e-6)       # the wall at y = 0.8 faces the camera
     luma = tile @ np.array([0.299, 0.587, 0.114])
     assert luma.std(1).max() < 0.02                    # the same along the wall (the stripes run level)
     rows = luma[:, 0] > luma.mean()                    # up the wall: light and dark, 5 texels each
@@ -131,13 +132,13 @@ def test_a_wall_walked_up_to_shows_the_detail_and_a_far_one_is_unchanged(detail)
     assert torch.equal(drawn(plain, -1.5)[..., far], drawn(fine, -1.5)[..., far])   # 4 m away: a texel 1.4 pixels
 
 
-def _walls_recorded(tmp_path, frames: int = 8):
+def _walls_recorded(tmp_path, frames: int = 8, style: str = "day"):
     """One training episode of a level camera walking up to the striped wall (1.2 m to 0.6 m)."""
     from alaya.data.episodes import EpisodesMeta, write_episode, write_meta
-    meta = EpisodesMeta.new(resolution=(SIZE, SIZE), fps=16.0, source="test", styles={"day": ["a day"]})
+    meta = EpisodesMeta.new(resolution=(SIZE, SIZE), fps=16.0, source="test", styles={style: ["a day"]})
     (tmp_path / "episodes").mkdir(parents=True)
     views = [facing_wall(d) for d in np.linspace(1.2, 0.6, frames)]
-    ep = {"rgb": np.stack([v[0] for v in views])[None], "styles": np.array(["day"]),
+    ep = {"rgb": np.stack([v[0] for v in views])[None], "styles": np.array([style]),
           "actions": np.zeros((frames, 8), np.float32), "depth": np.stack([v[1] for v in views]).astype(np.float16),
           "K": views[0][2].astype(np.float32), "world_to_camera": np.stack([v[3] for v in views]).astype(np.float32)}
     write_episode(tmp_path / "episodes" / "e0.npz", ep)
@@ -168,3 +169,60 @@ def test_the_shipped_world_model_carries_its_wall_detail():
     assert torch.isfinite(detail.tiles).all() and detail.tiles.abs().max() <= 0.7 + 1e-3
     assert 0.01 < float(detail.tiles.pow(2).mean().sqrt()) < 0.2      # a grain, not noise or nothing
     assert len({detail.nearest(c) for c in np.random.default_rng(0).uniform(0, 1, (40, 3))}) > 5
+    from alaya.text.encoder import PromptEncoder
+    sunset = detail.facing_for(PromptEncoder().encode("a golden sunset"))    # the test scenes' style was recorded
+    assert sunset is not None and 0.2 < sunset([1.0, 0.0]).mean() < sunset([-1.0, 0.0]).mean() < 0.9
+
+
+def test_walls_facing_each_way_are_fitted_per_style_and_found_by_the_prompt(tmp_path):
+    from alaya.text.encoder import PromptEncoder
+    from alaya.train.wall_detail import fit_facing, fit_wall_detail
+    azimuth = np.random.default_rng(2).uniform(-np.pi, np.pi, 400)
+    truth = np.array([[0.6, 0.4, 0.3], [-0.2, -0.1, 0.0], [0.05, 0.1, -0.1]])   # brighter facing -x
+    X = np.stack([np.ones_like(azimuth), np.cos(azimuth), np.sin(azimuth)], 1)
+    material = np.random.default_rng(3).normal(0, 0.1, (400, 3))                 # each wall's own
+    coefficients, spread, residual = fit_facing(np.stack([np.cos(azimuth), np.sin(azimuth)], 1), X @ truth + material)
+    np.testing.assert_allclose(coefficients, truth, atol=0.03)
+    assert residual == pytest.approx(0.1 * 3 ** 0.5, rel=0.1) and spread > residual
+    data = _walls_recorded(tmp_path / "data", style="golden_sunset")
+    model, report = fit_wall_detail(WallDetailFitConfig(data=str(data), every=1, progress=False, min_facing=5,
+                                                        model=WallDetailConfig(tiles=4)))
+    assert model.config.styles == 1 and report["facing"]["golden_sunset"]["candidates"] >= 6
+    encoder = PromptEncoder()
+    colour = model.facing_for(encoder.encode("a golden sunset"))
+    mean = np.array([150, 135, 120]) / 255                                 # the striped wall's, facing -y
+    np.testing.assert_allclose(colour([0.0, -1.0]), mean, atol=0.05)
+    assert model.facing_for(encoder.encode("a snowy winter day")) is None     # a look never recorded
+    assert model.facing_for(torch.zeros(384)) is None                         # no prompt
+    with pytest.raises(ValueError, match="style"):
+        model.facing_for(torch.zeros(5))
+    with pytest.raises(ValueError, match="facing"):
+        colour([0.0, 0.0])
+    model.save_pretrained(tmp_path / "wd")
+    back = WallDetail.from_pretrained(tmp_path / "wd")
+    np.testing.assert_allclose(back.facing_for(encoder.encode("a golden sunset"))([0.0, -1.0]), mean, atol=0.05)
+    assert WallDetail(WallDetailConfig(tiles=4)).facing_for(encoder.encode("a golden sunset")) is None
+
+
+def test_a_border_no_frame_showed_takes_the_colour_of_its_facing_and_keeps_the_grain(detail):
+    from alaya.models.wall_detail import FacingColour
+    region = WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]]))
+    y, z = np.meshgrid(np.arange(-2.5, 2.5, 0.03), np.arange(0.06, 1.8, 0.03))
+    xyz = np.stack([np.full(y.size, 2.5), y.ravel(), z.ravel()])            # only the wall at x = 2.5 seen
+    stripes = np.where((np.floor(z.ravel() / 0.24) % 2 == 0)[:, None], [[200, 90, 60]], [[140, 60, 40]])
+    facing = FacingColour(np.array([[0.5, 0.5, 0.5], [0.0, 0.0, 0.0], [0.3, 0.1, -0.1]]))   # by the face's y
+    plain = RegionWalls(region, margin=0.5, detail=detail)
+    coloured = RegionWalls(region, margin=0.5, detail=detail, facing=facing)
+    for w in (plain, coloured):
+        assert w.learn(xyz, stripes.astype(np.uint8)) == 1
+    seen = [m for m, w in enumerate(coloured.walls) if w.points > 0]
+    assert len(seen) == 1 and np.array_equal(coloured.walls[seen[0]].texels, plain.walls[seen[0]].texels)
+    for m, wall in enumerate(coloured.walls):
+        if m in seen:
+            continue
+        face = -coloured.out[m]                                              # looks into the region
+        want = np.clip(0.5 + face[1] * np.array([0.3, 0.1, -0.1]), 0, 1)
+        np.testing.assert_allclose(wall.texels.reshape(-1, 3).mean(0), want, atol=0.02)
+        ratio = lambda t: t[..., 0].max() / t[..., 0].min()                 # noqa: E731  (the stripes' contrast)
+        assert ratio(wall.texels) == pytest.approx(ratio(plain.walls[m].texels), rel=0.05)
+        assert wall.detail == detail.nearest(want)

@@ -57,12 +57,15 @@ class RegionShell:
 
 
 def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, memory, config,
-                 start_view: torch.Tensor, wall_detail: WallDetail | None = None) -> RegionShell | None:
+                 start_view: torch.Tensor, wall_detail: WallDetail | None = None,
+                 style: torch.Tensor | None = None) -> RegionShell | None:
     """The shell ``config`` (a ``WorldModelConfig``: ``memory_wall_margin``, ``memory_wall_borrow``,
     ``memory_floor``, ``eye_height``) asks for, learnt from ``memory``'s points (the start frame's,
     session world) seen from ``start_view`` (session world_to_camera), the walls with
-    ``wall_detail``'s close-up detail where given; None when it asks for
-    neither, or the session has no region or no transform to it."""
+    ``wall_detail``'s close-up detail where given, and those no frame showed in the colour that the
+    recorded style nearest the prompt's embedding ``style`` (text_dim,) gives walls facing their way
+    (``WallDetail.facing_for``); None when it asks for neither, or the session has no region or no
+    transform to it."""
     if region is None or to_region is None or not (config.memory_wall_margin > 0 or config.memory_floor):
         return None
     R = to_region.double()
@@ -73,6 +76,8 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
     floor.learn(xyz, rgb, eye)                     # (learnt for its haze, which the walls take, even when not drawn)
     walls = None
     if config.memory_wall_margin > 0:
-        walls = RegionWalls(region, config.memory_wall_margin, borrow=config.memory_wall_borrow, detail=wall_detail)
+        facing = wall_detail.facing_for(style) if wall_detail is not None and style is not None else None
+        walls = RegionWalls(region, config.memory_wall_margin, borrow=config.memory_wall_borrow, detail=wall_detail,
+                            facing=facing)
         walls.learn(xyz, rgb, eye, floor.haze)
     return RegionShell(walls, floor if config.memory_floor else None, to_region)

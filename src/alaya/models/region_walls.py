@@ -20,7 +20,10 @@ its points, empty texels filled from their neighbours, then sharpened (``sharpen
 restores the contrast a far pixel's footprint averaged away); the wall's top is the points' 95th
 height percentile. A wall no points show (fewer than 30, or over less than 0.5 m) borrows the
 best-seen wall's texture and the seen walls' median top with ``borrow`` (a border's material is
-unknown there; the seen one's colour and grain are the best guess), else it is not drawn. A wall
+unknown there; the seen one's grain is the best guess), else it is not drawn; with a ``facing``
+(``WallDetail.facing_for``: the recorded style's walls' mean colour against the way they face),
+the borrowed texture is recoloured to that colour for the way the wall faces (the seen wall's
+colour is one material's, the mean of the recorded walls' a better guess of another's). A wall
 seen 10-15 m away carries that far's fog: given the start frame's haze (``RegionFloor.haze``,
 the floor's colour against distance), each point's haze is taken out and ``draw`` puts back the
 haze at the distance it draws. ``draw``: where a pixel's ray leaves the grown region between
@@ -45,7 +48,7 @@ from alaya.models.camera_constraints import camera_centre
 from alaya.models.memory_checks import check_camera
 from alaya.models.sky_dome import pixel_directions
 from alaya.models.texture_tiles import LUMA, DistanceHaze, fill_empty, find_period
-from alaya.models.wall_detail import WallDetail
+from alaya.models.wall_detail import FacingColour, WallDetail
 
 NEAR_WALL = (-0.3, 1.0)     # metres beyond the wall plane (the grown edge) whose points make its texture
 BEYOND = 0.5                # metres: a memory point this far behind the wall is hidden by it
@@ -140,7 +143,7 @@ class RegionWalls:
 
     def __init__(self, region: WalkableRegion, margin: float = 0.6, texel: float = 0.12,
                  borrow: bool = True, fold: bool = True, sharpen: float = SHARPEN,
-                 detail: WallDetail | None = None) -> None:
+                 detail: WallDetail | None = None, facing: FacingColour | None = None) -> None:
         if not (np.isfinite(margin) and margin >= 0):
             raise ValueError(f"margin: metres >= 0, got {margin!r}")
         if not (np.isfinite(texel) and texel > 0):
@@ -148,7 +151,7 @@ class RegionWalls:
         if not (np.isfinite(sharpen) and sharpen >= 0):
             raise ValueError(f"sharpen: >= 0, got {sharpen!r}")
         self.margin, self.texel, self.borrow, self.fold = float(margin), float(texel), bool(borrow), bool(fold)
-        self.sharpen, self.detail = float(sharpen), detail
+        self.sharpen, self.detail, self.facing = float(sharpen), detail, facing
         a = np.asarray(region.hull, np.float64)
         e = np.roll(a, -1, 0) - a
         self.start = a                                                     # (M, 2) each edge's first vertex
@@ -223,8 +226,21 @@ class RegionWalls:
             return 0
         best = max(known, key=lambda w: w.points)
         top = float(np.median([w.top for w in known])) if self.borrow else -1.0   # (-1: below the floor, not drawn)
-        self.walls = [w if w is not None else dataclasses.replace(best, top=top, points=0) for w in seen]
+        self.walls = [w if w is not None else self._borrowed(best, top, m) for m, w in enumerate(seen)]
         return len(known)
+
+    def _borrowed(self, best: WallTexture, top: float, m: int) -> WallTexture:
+        """Wall ``m``, which no point shows: ``best``'s texture at height ``top``, recoloured by
+        ``facing`` (each channel scaled so that its mean is the facing colour of the way the wall's
+        face looks: into the region) when given."""
+        wall = dataclasses.replace(best, top=top, points=0)
+        if self.facing is None:
+            return wall
+        colour = self.facing(-self.out[m])
+        mean = best.texels.reshape(-1, 3).mean(0)
+        texels = np.clip(best.texels * (colour / np.maximum(mean, 1e-3)), 0, 1).astype(np.float32)
+        tile = self.detail.nearest(colour) if self.detail is not None else -1
+        return dataclasses.replace(wall, texels=texels, detail=tile)
 
     def _hits(self, K, world_to_camera, H: int, W: int):
         """(each pixel's ray: the wall it meets first (H * W,), the ray's length to it (inf: none),

@@ -21,6 +21,15 @@ when it is set (``periodic``: its borders cross-faded with the tile moved by hal
 it meets itself without a seam) and averaged over the pixel's footprint (``levels`` box filters
 of 1, 2, 4, ... texels; a detail finer than a pixel is not drawn aliased). Luminance only, as a
 factor: the wall keeps the colour its far texels give.
+
+What a wall no frame showed looks like is unknown: a game draws each wall's material at random,
+so the wall the start frame shows says nothing of the others' (its colour is a worse guess for
+them than the average wall's: docs/world_journal.md, twenty-eighth section). The recordings do say how the walls
+of each style look on average against the way they face, the light falling on them: ``facing``
+holds, per recorded style (``style_keys``: its phrasings' mean embedding), the close-up tiles'
+mean colour fitted as ``a + b cos(azimuth) + c sin(azimuth)`` of the wall's facing. ``facing_for``
+gives it for a session's prompt (the nearest style, when it is near: ``MIN_STYLE_SIMILARITY``), and
+``RegionWalls`` colours a border no frame showed with it (``alaya.models.region_walls``).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from alaya.nn.pretrained import from_pretrained, save_pretrained
 
 WALL_DETAIL_DIR = "wall_detail"          # a world model's wall detail, inside its folder
 MAX_DETAIL = 0.7                         # |detail| clip: a factor between 0.3 and 1.7
+MIN_STYLE_SIMILARITY = 0.75             # cosine of a prompt's embedding to a recorded style's keys
 
 
 @dataclass
@@ -47,6 +57,8 @@ class WallDetailConfig:
                                          # within reach, or the pixel grid beats with the texels)
     far: float = 0.12                    # metres: the box whose mean a tile's detail is relative to
     levels: int = 3                      # footprint filters: boxes of 1, 2, 4, ... texels
+    styles: int = 0                      # recorded styles whose walls' colour against facing is kept
+    text_dim: int = 384                  # ... keyed by their phrasings' embedding
 
     def __post_init__(self) -> None:
         if self.tiles < 1 or self.tile < 2 or self.levels < 1:
@@ -55,6 +67,8 @@ class WallDetailConfig:
         if not (math.isfinite(self.texel) and self.texel > 0 and math.isfinite(self.far) and self.far > self.texel):
             raise ValueError(f"WallDetailConfig: texel > 0 and far > texel (metres) expected, got "
                              f"{self.texel!r}, {self.far!r}")
+        if self.styles < 0 or self.text_dim < 1:
+            raise ValueError(f"WallDetailConfig: styles >= 0 and text_dim >= 1 expected, got {self.styles}, {self.text_dim}")
         if 2 ** (self.levels - 1) > self.tile:
             raise ValueError(f"WallDetailConfig.levels: a box of 2^(levels - 1) texels must fit a tile of "
                              f"{self.tile}, got {self.levels}")
@@ -89,15 +103,37 @@ def relative_detail(luma: torch.Tensor, far_texels: int) -> torch.Tensor:
     return (luma.double() / low.clamp_min(1e-3) - 1).clamp(-MAX_DETAIL, MAX_DETAIL).float()
 
 
+@dataclass(frozen=True)
+class FacingColour:
+    """A style's walls' mean colour near at hand against the way they face: ``coefficients`` (3, 3),
+    rows a, b, c of ``a + b cos(azimuth) + c sin(azimuth)`` per channel."""
+    coefficients: np.ndarray
+
+    def __call__(self, facing) -> np.ndarray:
+        """(3,) in [0, 1] for a wall whose face looks along ``facing`` (2,): world x, y (not unit)."""
+        f = np.asarray(facing, np.float64).reshape(-1)
+        if f.shape != (2,) or not np.isfinite(f).all() or not f.any():
+            raise ValueError(f"facing: expected 2 finite values, not both 0, got {facing!r}")
+        azimuth = math.atan2(f[1], f[0])
+        return np.clip(np.array([1.0, math.cos(azimuth), math.sin(azimuth)]) @ self.coefficients, 0, 1)
+
+
 class WallDetail(nn.Module):
     """``tiles`` (tiles, tile, tile): each tile's detail, periodic; ``keys`` (tiles, 3): each tile's
-    mean colour in [0, 1]. The footprint levels are made from the tiles when first looked up."""
+    mean colour in [0, 1]; ``style_keys`` (styles, text_dim) and ``facing`` (styles, 3, 3): each
+    recorded style's key and ``FacingColour``. The footprint levels are made from the tiles when first
+    looked up."""
 
     def __init__(self, config: WallDetailConfig | None = None) -> None:
         super().__init__()
         self.config = c = config or WallDetailConfig()
         self.register_buffer("tiles", torch.zeros(c.tiles, c.tile, c.tile))
         self.register_buffer("keys", torch.zeros(c.tiles, 3))
+        if c.styles:                      # (a folder saved without styles has neither)
+            self.register_buffer("style_keys", torch.zeros(c.styles, c.text_dim))
+            self.register_buffer("facing", torch.zeros(c.styles, 3, 3))
+        else:
+            self.style_keys, self.facing = torch.zeros(0, c.text_dim), torch.zeros(0, 3, 3)
         self._numpy: tuple[np.ndarray, np.ndarray] | None = None
 
     def set_tiles(self, detail: torch.Tensor, keys: torch.Tensor) -> None:
@@ -112,6 +148,32 @@ class WallDetail(nn.Module):
         self.tiles.copy_(periodic(detail.float()).clamp(-MAX_DETAIL, MAX_DETAIL))
         self.keys.copy_(keys.float().clamp(0, 1))
         self._numpy = None
+
+    def set_facing(self, style_keys: torch.Tensor, facing: torch.Tensor) -> None:
+        """Take each recorded style's key (styles, text_dim) and ``FacingColour`` coefficients (styles, 3, 3)."""
+        c = self.config
+        if tuple(style_keys.shape) != (c.styles, c.text_dim) or tuple(facing.shape) != (c.styles, 3, 3):
+            raise ValueError(f"style_keys, facing: expected {(c.styles, c.text_dim)} and {(c.styles, 3, 3)}, got "
+                             f"{tuple(style_keys.shape)} and {tuple(facing.shape)}")
+        if not (torch.isfinite(style_keys).all() and torch.isfinite(facing).all()):
+            raise ValueError("style_keys, facing: must be finite")
+        self.style_keys.copy_(F.normalize(style_keys.float(), dim=-1))
+        self.facing.copy_(facing.float())
+
+    def facing_for(self, style) -> FacingColour | None:
+        """The ``FacingColour`` of the recorded style nearest a prompt's embedding ``style`` (text_dim,),
+        or None: no recorded style is within ``MIN_STYLE_SIMILARITY`` (an empty prompt, a look the
+        recordings never had)."""
+        style = torch.as_tensor(style, dtype=torch.float32).reshape(-1)
+        if style.shape != (self.config.text_dim,) or not torch.isfinite(style).all():
+            raise ValueError(f"style: expected {self.config.text_dim} finite values, got shape {tuple(style.shape)}")
+        if self.config.styles == 0 or float(style.norm()) == 0:
+            return None
+        similarity = self.style_keys @ F.normalize(style, dim=0)
+        best = int(similarity.argmax())
+        if float(similarity[best]) < MIN_STYLE_SIMILARITY:
+            return None
+        return FacingColour(self.facing[best].double().numpy())
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(levels (tiles, levels, tile, tile) float32, keys (tiles, 3) float64), made once."""

@@ -11,10 +11,17 @@ bilinearly; one whose texels fall off the frame or on another surface (the depth
 plane's) is dropped. Of a frame's candidates the one nearest the camera is kept, and of all the
 candidates ``tiles`` are drawn at random (seeded; the data's mix of walls). Episodes need depth,
 ``K`` and camera poses (``alaya record game`` writes them).
+
+Every candidate also says which way its wall faces (the plane's normal, towards the camera) and in
+which recorded style it was seen: per style with ``min_facing`` candidates, the tiles' mean colours
+are fitted by least squares as ``a + b cos(azimuth) + c sin(azimuth)`` of the facing
+(``FacingColour``), keyed by the style's phrasings' mean embedding (an engine style's phrasings,
+else the style's name as the prompt).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +47,7 @@ class WallDetailFitConfig:
     window: int = 24                     # pixels: the windows searched (a grid at half this step)
     reach: tuple[float, float] = (0.3, 1.6)   # metres: the depths a window's pixels must lie between
     seed: int = 0
+    min_facing: int = 30                 # candidates a style needs for its walls' colour against facing
     progress: bool = True
     model: WallDetailConfig = None       # type: ignore[assignment]   (default WallDetailConfig())
 
@@ -65,10 +73,11 @@ def _bilinear(image: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def wall_tile(rgb: np.ndarray, depth: np.ndarray, K: np.ndarray, world_to_camera: np.ndarray,
-              cfg: WallDetailFitConfig) -> tuple[np.ndarray, float] | None:
+              cfg: WallDetailFitConfig) -> tuple[np.ndarray, float, np.ndarray] | None:
     """(the tile's colours (tile, tile, 3) in [0, 1], row 0 at its top; the camera's distance to its
-    centre) of a frame ``rgb`` (H, W, 3) uint8 with ``depth`` (H, W) metres along the view axis (0:
-    sky), its ``K`` (3, 3) and ``world_to_camera`` (4, 4), the nearest candidate; None without one."""
+    centre; the way the wall faces, (2,) world x, y of its unit normal towards the camera) of a frame
+    ``rgb`` (H, W, 3) uint8 with ``depth`` (H, W) metres along the view axis (0: sky), its ``K``
+    (3, 3) and ``world_to_camera`` (4, 4), the nearest candidate; None without one."""
     m = cfg.model
     H, W = depth.shape
     depth = np.nan_to_num(np.asarray(depth, np.float64))
@@ -111,7 +120,10 @@ def wall_tile(rgb: np.ndarray, depth: np.ndarray, K: np.ndarray, world_to_camera
                 continue
             if (np.abs(_bilinear(depth, u, v) - z) > ON_PLANE + 0.02 * z).any():
                 continue
-            best = _bilinear(rgb.astype(np.float64) / 255, u, v), float(d.mean())
+            facing = normal[:2] / np.linalg.norm(normal[:2])
+            if facing @ (c2w[:2, 3] - centre[:2]) < 0:           # the face the camera sees
+                facing = -facing
+            best = _bilinear(rgb.astype(np.float64) / 255, u, v), float(d.mean()), facing
     return best
 
 
@@ -123,19 +135,22 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
     if not ids:
         raise ValueError(f"{cfg.data}: no episodes")
     m = cfg.model
-    tiles, searched = [], 0
+    tiles, facings, styles, searched = [], [], [], 0
     for eid in tqdm(ids, desc="wall tiles", unit="episode", disable=not cfg.progress):
         ep = ds.load(eid)
         for name in ("depth", "K", "world_to_camera"):
             if name not in ep:
                 raise ValueError(f"{ds.path(eid)}: no {name!r} (wall detail needs depth and cameras: alaya record game)")
         rgb = ep["rgb"] if ep["rgb"].ndim == 5 else ep["rgb"][None]
+        names = [str(n) for n in np.asarray(ep.get("styles", [""] * rgb.shape[0])).reshape(-1)]
         for t in range(0, ep["depth"].shape[0], cfg.every):
             for s in range(rgb.shape[0]):
                 searched += 1
                 found = wall_tile(rgb[s, t], ep["depth"][t], ep["K"], ep["world_to_camera"][t], cfg)
                 if found is not None:
                     tiles.append(found[0])
+                    facings.append(found[2])
+                    styles.append(names[s] if s < len(names) else "")
     if len(tiles) < m.tiles:
         raise ValueError(f"{cfg.data}: {len(tiles)} wall tiles found in {searched} frames, {m.tiles} needed "
                          f"(record walls close up: alaya record game --wall-contact 1)")
@@ -143,9 +158,36 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
     colours = torch.from_numpy(np.stack([tiles[i][::-1] for i in pick]).copy()).float()   # (N, T, T, 3), row 0 lowest
     luma = (colours * torch.from_numpy(LUMA)).sum(-1)
     detail = relative_detail(luma, max(int(round(m.far / m.texel)), 2))
-    model = WallDetail(m)
+    means = np.stack([t.reshape(-1, 3).mean(0) for t in tiles])
+    fits = {name: fit_facing(np.stack([f for f, n in zip(facings, styles) if n == name]), means[np.array(styles) == name])
+            for name in sorted(set(styles) - {""}) if styles.count(name) >= cfg.min_facing}
+    model = WallDetail(dataclasses.replace(m, styles=len(fits)))
     model.set_tiles(detail, colours.mean((1, 2)))
+    if fits:
+        model.set_facing(torch.stack([style_key(name) for name in fits]),
+                         torch.from_numpy(np.stack([f[0] for f in fits.values()])))
     report = {"frames_searched": searched, "candidates": len(tiles), "tiles": m.tiles,
               "detail_rms": float(detail.pow(2).mean().sqrt()),
-              "key_spread": [float(x) for x in model.keys.std(0)]}
+              "key_spread": [float(x) for x in model.keys.std(0)],
+              "facing": {name: {"candidates": styles.count(name), "colour_rms": f[1], "residual_rms": f[2]}
+                         for name, f in fits.items()}}
     return model, report
+
+
+def fit_facing(facing: np.ndarray, colours: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """(``FacingColour`` coefficients (3, 3), the colours' RMS distance from their mean, from the fit)
+    of walls facing ``facing`` (N, 2) whose mean colours are ``colours`` (N, 3): least squares."""
+    azimuth = np.arctan2(facing[:, 1], facing[:, 0])
+    X = np.stack([np.ones_like(azimuth), np.cos(azimuth), np.sin(azimuth)], 1)
+    coefficients = np.linalg.lstsq(X, colours, rcond=None)[0]
+    rms = lambda r: float(np.sqrt((r ** 2).sum(1).mean()))                 # noqa: E731
+    return coefficients, rms(colours - colours.mean(0)), rms(colours - X @ coefficients)
+
+
+def style_key(name: str) -> torch.Tensor:
+    """(384,) a recorded style's key: its phrasings' mean embedding (an engine style's; else the
+    name itself, the data's prompt), unit length."""
+    from alaya.engine.styles import STYLES
+    from alaya.text.encoder import PromptEncoder
+    phrasings = list(STYLES[name].phrasings) if name in STYLES else [name]
+    return torch.nn.functional.normalize(PromptEncoder().encode(phrasings).float().mean(0), dim=0)
