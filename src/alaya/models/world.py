@@ -114,7 +114,8 @@ class WorldModelConfig:
                                          # metres beyond its edges where the memory has nothing nearer
                                          # (RegionWalls; a session with a region and a start view)
     memory_wall_borrow: bool = True      # ... a border the start frame did not show drawn in the best-seen
-                                         # one's texture (RegionWalls.borrow), else not drawn
+                                         # one's texture (RegionWalls.borrow; recoloured by the wall detail's
+                                         # facing colour for the prompt's style), else not drawn
     memory_floor: bool = False           # play draws the walkable region's floor, tiled with the start frame's
                                          # floor texture, where the memory has nothing nearer (RegionFloor;
                                          # a session with a region and a start view)
