@@ -24,12 +24,13 @@ factor: the wall keeps the colour its far texels give.
 
 What a wall no frame showed looks like is unknown: a game draws each wall's material at random,
 so the wall the start frame shows says nothing of the others' (its colour is a worse guess for
-them than the average wall's: docs/world_journal.md, twenty-eighth section). The recordings do say how the walls
-of each style look on average against the way they face, the light falling on them: ``facing``
-holds, per recorded style (``style_keys``: its phrasings' mean embedding), the close-up tiles'
-mean colour fitted as ``a + b cos(azimuth) + c sin(azimuth)`` of the wall's facing. ``facing_for``
-gives it for a session's prompt (the nearest style, when it is near: ``MIN_STYLE_SIMILARITY``), and
-``RegionWalls`` colours a border no frame showed with it (``alaya.models.region_walls``).
+them than the average wall's: docs/world_journal.md, twenty-eighth section). The recordings do
+say how the walls of each style look on average against the way they face, the light falling on
+them: ``facing`` holds, per recorded style (``style_keys``: its phrasings' mean embedding), the
+close-up tiles' mean colour fitted as ``a + b cos(azimuth) + c sin(azimuth)`` of the wall's
+facing. ``facing_for`` gives it for a session's prompt (the nearest style, when it is near:
+``MIN_STYLE_SIMILARITY``), and ``RegionWalls`` colours a border no frame showed with it
+(``alaya.models.region_walls``).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ class WallDetailConfig:
             raise ValueError(f"WallDetailConfig: texel > 0 and far > texel (metres) expected, got "
                              f"{self.texel!r}, {self.far!r}")
         if self.styles < 0 or self.text_dim < 1:
-            raise ValueError(f"WallDetailConfig: styles >= 0 and text_dim >= 1 expected, got {self.styles}, {self.text_dim}")
+            raise ValueError(f"WallDetailConfig: styles >= 0 and text_dim >= 1 expected, got "
+                             f"{self.styles}, {self.text_dim}")
         if 2 ** (self.levels - 1) > self.tile:
             raise ValueError(f"WallDetailConfig.levels: a box of 2^(levels - 1) texels must fit a tile of "
                              f"{self.tile}, got {self.levels}")

@@ -159,7 +159,8 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
     luma = (colours * torch.from_numpy(LUMA)).sum(-1)
     detail = relative_detail(luma, max(int(round(m.far / m.texel)), 2))
     means = np.stack([t.reshape(-1, 3).mean(0) for t in tiles])
-    fits = {name: fit_facing(np.stack([f for f, n in zip(facings, styles) if n == name]), means[np.array(styles) == name])
+    named = np.array(styles)
+    fits = {name: fit_facing(np.stack(facings)[named == name], means[named == name])
             for name in sorted(set(styles) - {""}) if styles.count(name) >= cfg.min_facing}
     model = WallDetail(dataclasses.replace(m, styles=len(fits)))
     model.set_tiles(detail, colours.mean((1, 2)))
