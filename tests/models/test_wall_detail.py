@@ -226,3 +226,33 @@ def test_a_border_no_frame_showed_takes_the_colour_of_its_facing_and_keeps_the_g
         ratio = lambda t: t[..., 0].max() / t[..., 0].min()                 # noqa: E731  (the stripes' contrast)
         assert ratio(wall.texels) == pytest.approx(ratio(plain.walls[m].texels), rel=0.05)
         assert wall.detail == detail.nearest(want)
+
+
+def test_a_session_shell_colours_unseen_borders_by_its_prompt_unless_told_not_to():
+    import dataclasses
+    from types import SimpleNamespace
+    from alaya.models.region_shell import region_shell
+    from alaya.models.world import WorldModelConfig
+    model = WallDetail(WallDetailConfig(tiles=2, tile=16, levels=3, styles=1, text_dim=4))
+    model.set_tiles(torch.zeros(2, 16, 16), torch.tensor([[0.7, 0.3, 0.2], [0.6, 0.6, 0.6]]))
+    model.set_facing(torch.tensor([[1.0, 0.0, 0.0, 0.0]]), torch.tensor([[[0.5, 0.4, 0.3], [0.0] * 3, [0.0] * 3]]))
+    region = WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]]))
+    y, z = np.meshgrid(np.arange(-2.5, 2.5, 0.03), np.arange(0.06, 1.8, 0.03))
+    memory = SimpleNamespace(xyz=torch.from_numpy(np.stack([np.full(y.size, 2.5), y.ravel(), z.ravel()])).float(),
+                             rgb=torch.full((y.size, 3), 120, dtype=torch.uint8))
+    view = torch.eye(4)
+    view[:3, :3] = torch.tensor([[0.0, -1.0, 0.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]])   # looking along +x
+    view[:3, 3] = -view[:3, :3] @ torch.tensor([0.0, 0.0, EYE])
+    config = WorldModelConfig(memory_wall_margin=0.5)
+    prompt, other = torch.tensor([2.0, 0.1, 0.0, 0.0]), torch.tensor([0.0, 1.0, 0.0, 0.0])
+    shells = {name: region_shell(region, torch.eye(4, dtype=torch.float64), memory, c, view, model, style)
+              for name, c, style in (("on", config, prompt), ("other", config, other),
+                                     ("off", dataclasses.replace(config, memory_wall_facing=False), prompt))}
+    unseen = lambda shell: [w for w in shell.walls.walls if w.points == 0]          # noqa: E731
+    assert len(unseen(shells["on"])) == 3
+    for wall in unseen(shells["on"]):
+        np.testing.assert_allclose(wall.texels.reshape(-1, 3).mean(0), [0.5, 0.4, 0.3], atol=0.01)
+    for name in ("other", "off"):                                              # the seen wall's colour
+        assert shells[name].walls.facing is None
+        seen = [w for w in shells[name].walls.walls if w.points > 0]
+        assert len(seen) == 1 and all(np.array_equal(w.texels, seen[0].texels) for w in unseen(shells[name]))

@@ -60,7 +60,7 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
                  start_view: torch.Tensor, wall_detail: WallDetail | None = None,
                  style: torch.Tensor | None = None) -> RegionShell | None:
     """The shell ``config`` (a ``WorldModelConfig``: ``memory_wall_margin``, ``memory_wall_borrow``,
-    ``memory_floor``, ``eye_height``) asks for, learnt from ``memory``'s points (the start frame's,
+    ``memory_wall_facing``, ``memory_floor``, ``eye_height``) asks for, learnt from ``memory``'s points (the start frame's,
     session world) seen from ``start_view`` (session world_to_camera), the walls with
     ``wall_detail``'s close-up detail where given, and those no frame showed in the colour that the
     recorded style nearest the prompt's embedding ``style`` (text_dim,) gives walls facing their way
@@ -76,7 +76,9 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
     floor.learn(xyz, rgb, eye)                     # (learnt for its haze, which the walls take, even when not drawn)
     walls = None
     if config.memory_wall_margin > 0:
-        facing = wall_detail.facing_for(style) if wall_detail is not None and style is not None else None
+        facing = None
+        if config.memory_wall_facing and wall_detail is not None and style is not None:
+            facing = wall_detail.facing_for(style)
         walls = RegionWalls(region, config.memory_wall_margin, borrow=config.memory_wall_borrow, detail=wall_detail,
                             facing=facing)
         walls.learn(xyz, rgb, eye, floor.haze)

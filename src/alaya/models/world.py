@@ -116,6 +116,7 @@ class WorldModelConfig:
     memory_wall_borrow: bool = True      # ... a border the start frame did not show drawn in the best-seen
                                          # one's texture (RegionWalls.borrow; recoloured by the wall detail's
                                          # facing colour for the prompt's style), else not drawn
+    memory_wall_facing: bool = True      # ... recoloured so (WallDetail.facing_for); off: the best-seen one's colour
     memory_floor: bool = False           # play draws the walkable region's floor, tiled with the start frame's
                                          # floor texture, where the memory has nothing nearer (RegionFloor;
                                          # a session with a region and a start view)
