@@ -135,7 +135,9 @@ def test_a_wall_walked_up_to_shows_the_detail_and_a_far_one_is_unchanged(detail)
 def _walls_recorded(tmp_path, frames: int = 8, style: str = "day"):
     """One training episode of a level camera walking up to the striped wall (1.2 m to 0.6 m)."""
     from alaya.data.episodes import EpisodesMeta, write_episode, write_meta
-    meta = EpisodesMeta.new(resolution=(SIZE, SIZE), fps=16.0, source="test", styles={style: ["a day"]})
+    from alaya.engine.styles import STYLES
+    phrasings = list(STYLES[style].phrasings) if style in STYLES else ["a day"]
+    meta = EpisodesMeta.new(resolution=(SIZE, SIZE), fps=16.0, source="test", styles={style: phrasings})
     (tmp_path / "episodes").mkdir(parents=True)
     views = [facing_wall(d) for d in np.linspace(1.2, 0.6, frames)]
     ep = {"rgb": np.stack([v[0] for v in views])[None], "styles": np.array([style]),

@@ -60,8 +60,8 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
                  start_view: torch.Tensor, wall_detail: WallDetail | None = None,
                  style: torch.Tensor | None = None) -> RegionShell | None:
     """The shell ``config`` (a ``WorldModelConfig``: ``memory_wall_margin``, ``memory_wall_borrow``,
-    ``memory_wall_facing``, ``memory_floor``, ``eye_height``) asks for, learnt from ``memory``'s points (the start frame's,
-    session world) seen from ``start_view`` (session world_to_camera), the walls with
+    ``memory_wall_facing``, ``memory_floor``, ``eye_height``) asks for, learnt from ``memory``'s
+    points (the start frame's, session world) seen from ``start_view`` (session world_to_camera), the walls with
     ``wall_detail``'s close-up detail where given, and those no frame showed in the colour that the
     recorded style nearest the prompt's embedding ``style`` (text_dim,) gives walls facing their way
     (``WallDetail.facing_for``); None when it asks for neither, or the session has no region or no

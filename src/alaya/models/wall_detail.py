@@ -105,6 +105,12 @@ def relative_detail(luma: torch.Tensor, far_texels: int) -> torch.Tensor:
     return (luma.double() / low.clamp_min(1e-3) - 1).clamp(-MAX_DETAIL, MAX_DETAIL).float()
 
 
+def facing_basis(facing: np.ndarray) -> np.ndarray:
+    """(N, 3) [1, cos(azimuth), sin(azimuth)] of walls whose faces look along ``facing`` (N, 2): world x, y."""
+    azimuth = np.arctan2(facing[:, 1], facing[:, 0])
+    return np.stack([np.ones_like(azimuth), np.cos(azimuth), np.sin(azimuth)], 1)
+
+
 @dataclass(frozen=True)
 class FacingColour:
     """A style's walls' mean colour near at hand against the way they face: ``coefficients`` (3, 3),
@@ -116,8 +122,7 @@ class FacingColour:
         f = np.asarray(facing, np.float64).reshape(-1)
         if f.shape != (2,) or not np.isfinite(f).all() or not f.any():
             raise ValueError(f"facing: expected 2 finite values, not both 0, got {facing!r}")
-        azimuth = math.atan2(f[1], f[0])
-        return np.clip(np.array([1.0, math.cos(azimuth), math.sin(azimuth)]) @ self.coefficients, 0, 1)
+        return np.clip(facing_basis(f[None])[0] @ self.coefficients, 0, 1)
 
 
 class WallDetail(nn.Module):

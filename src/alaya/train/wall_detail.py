@@ -15,8 +15,8 @@ candidates ``tiles`` are drawn at random (seeded; the data's mix of walls). Epis
 Every candidate also says which way its wall faces (the plane's normal, towards the camera) and in
 which recorded style it was seen: per style with ``min_facing`` candidates, the tiles' mean colours
 are fitted by least squares as ``a + b cos(azimuth) + c sin(azimuth)`` of the facing
-(``FacingColour``), keyed by the style's phrasings' mean embedding (an engine style's phrasings,
-else the style's name as the prompt).
+(``FacingColour``), keyed by the mean embedding of the style's phrasings (``episodes.json``'s
+prompts for it, which the world model is trained with).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from tqdm import tqdm
 from alaya.data.episodes import EpisodeDataset
 from alaya.models.memory_geometry import camera_points
 from alaya.models.texture_tiles import LUMA
-from alaya.models.wall_detail import WallDetail, WallDetailConfig, relative_detail
+from alaya.text.encoder import PromptEncoder
+from alaya.models.wall_detail import WallDetail, WallDetailConfig, facing_basis, relative_detail
 
 VERTICAL = 0.08          # |normal z| below this: a wall
 FLAT = 0.006             # metres: RMS distance of a window's points from its plane
@@ -142,7 +143,7 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
             if name not in ep:
                 raise ValueError(f"{ds.path(eid)}: no {name!r} (wall detail needs depth and cameras: alaya record game)")
         rgb = ep["rgb"] if ep["rgb"].ndim == 5 else ep["rgb"][None]
-        names = [str(n) for n in np.asarray(ep.get("styles", [""] * rgb.shape[0])).reshape(-1)]
+        names = [str(n) for n in ep["styles"]]
         for t in range(0, ep["depth"].shape[0], cfg.every):
             for s in range(rgb.shape[0]):
                 searched += 1
@@ -150,7 +151,7 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
                 if found is not None:
                     tiles.append(found[0])
                     facings.append(found[2])
-                    styles.append(names[s] if s < len(names) else "")
+                    styles.append(names[s])
     if len(tiles) < m.tiles:
         raise ValueError(f"{cfg.data}: {len(tiles)} wall tiles found in {searched} frames, {m.tiles} needed "
                          f"(record walls close up: alaya record game --wall-contact 1)")
@@ -159,13 +160,15 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
     luma = (colours * torch.from_numpy(LUMA)).sum(-1)
     detail = relative_detail(luma, max(int(round(m.far / m.texel)), 2))
     means = np.stack([t.reshape(-1, 3).mean(0) for t in tiles])
-    named = np.array(styles)
-    fits = {name: fit_facing(np.stack(facings)[named == name], means[named == name])
-            for name in sorted(set(styles) - {""}) if styles.count(name) >= cfg.min_facing}
+    named, facings = np.array(styles), np.stack(facings)
+    fits = {name: fit_facing(facings[named == name], means[named == name])
+            for name in sorted(set(styles)) if styles.count(name) >= cfg.min_facing}
     model = WallDetail(dataclasses.replace(m, styles=len(fits)))
     model.set_tiles(detail, colours.mean((1, 2)))
     if fits:
-        model.set_facing(torch.stack([style_key(name) for name in fits]),
+        encoder = PromptEncoder()
+        keys = [encoder.encode(list(ds.meta.styles[name])).float().mean(0) for name in fits]    # set_facing: unit
+        model.set_facing(torch.stack(keys),
                          torch.from_numpy(np.stack([f[0] for f in fits.values()])))
     report = {"frames_searched": searched, "candidates": len(tiles), "tiles": m.tiles,
               "detail_rms": float(detail.pow(2).mean().sqrt()),
@@ -178,17 +181,7 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
 def fit_facing(facing: np.ndarray, colours: np.ndarray) -> tuple[np.ndarray, float, float]:
     """(``FacingColour`` coefficients (3, 3), the colours' RMS distance from their mean, from the fit)
     of walls facing ``facing`` (N, 2) whose mean colours are ``colours`` (N, 3): least squares."""
-    azimuth = np.arctan2(facing[:, 1], facing[:, 0])
-    X = np.stack([np.ones_like(azimuth), np.cos(azimuth), np.sin(azimuth)], 1)
+    X = facing_basis(facing)
     coefficients = np.linalg.lstsq(X, colours, rcond=None)[0]
     rms = lambda r: float(np.sqrt((r ** 2).sum(1).mean()))                 # noqa: E731
     return coefficients, rms(colours - colours.mean(0)), rms(colours - X @ coefficients)
-
-
-def style_key(name: str) -> torch.Tensor:
-    """(384,) a recorded style's key: its phrasings' mean embedding (an engine style's; else the
-    name itself, the data's prompt), unit length."""
-    from alaya.engine.styles import STYLES
-    from alaya.text.encoder import PromptEncoder
-    phrasings = list(STYLES[name].phrasings) if name in STYLES else [name]
-    return torch.nn.functional.normalize(PromptEncoder().encode(phrasings).float().mean(0), dim=0)
