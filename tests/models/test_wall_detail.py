@@ -153,9 +153,10 @@ def test_tiles_are_cut_from_recordings_and_the_cli_says_when_there_are_too_few(t
     from alaya.cli import main
     from alaya.train.wall_detail import fit_wall_detail
     data = _walls_recorded(tmp_path / "data")
-    model, report = fit_wall_detail(WallDetailFitConfig(data=str(data), every=1, progress=False,
+    model, report = fit_wall_detail(WallDetailFitConfig(data=str(data), every=1, progress=False, materials=2,
                                                         model=WallDetailConfig(tiles=4)))
     assert report["frames_searched"] == 8 and report["candidates"] >= 6 and report["tiles"] == 4
+    assert report["evenly_lit"] >= 2 and model.config.materials == 2 and report["material_rms"] > 0.1   # the stripes
     mean = np.array([150, 135, 120]) / 255                        # the stripes' mean colour
     assert np.abs(model.keys.numpy() - mean).max() < 0.05 and report["detail_rms"] > 0.1
     assert main(["train", "wall-detail", "--data", str(data), "--run-dir", str(tmp_path / "run"),
@@ -174,6 +175,9 @@ def test_the_shipped_world_model_carries_its_wall_detail():
     from alaya.text.encoder import PromptEncoder
     sunset = detail.facing_for(PromptEncoder().encode("a golden sunset"))    # the test scenes' style was recorded
     assert sunset is not None and 0.2 < sunset([1.0, 0.0]).mean() < sunset([-1.0, 0.0]).mean() < 0.9
+    assert detail.config.materials >= 16 and torch.isfinite(detail.materials).all()
+    strength = detail.materials.pow(2).mean((1, 2)).sqrt()
+    assert 0.01 < float(strength.median()) < 0.2 and float(strength.min()) > 0.002   # materials, none flat
 
 
 def test_walls_facing_each_way_are_fitted_per_style_and_found_by_the_prompt(tmp_path):
@@ -188,7 +192,7 @@ def test_walls_facing_each_way_are_fitted_per_style_and_found_by_the_prompt(tmp_
     assert residual == pytest.approx(0.1 * 3 ** 0.5, rel=0.1) and spread > residual
     data = _walls_recorded(tmp_path / "data", style="golden_sunset")
     model, report = fit_wall_detail(WallDetailFitConfig(data=str(data), every=1, progress=False, min_facing=5,
-                                                        model=WallDetailConfig(tiles=4)))
+                                                        materials=0, model=WallDetailConfig(tiles=4)))
     assert model.config.styles == 1 and report["facing"]["golden_sunset"]["candidates"] >= 6
     encoder = PromptEncoder()
     colour = model.facing_for(encoder.encode("a golden sunset"))
@@ -235,8 +239,9 @@ def test_a_session_shell_colours_unseen_borders_by_its_prompt_unless_told_not_to
     from types import SimpleNamespace
     from alaya.models.region_shell import region_shell
     from alaya.models.world import WorldModelConfig
-    model = WallDetail(WallDetailConfig(tiles=2, tile=16, levels=3, styles=1, text_dim=4))
+    model = WallDetail(WallDetailConfig(tiles=2, tile=16, levels=3, styles=1, text_dim=4, materials=2, material_levels=3))
     model.set_tiles(torch.zeros(2, 16, 16), torch.tensor([[0.7, 0.3, 0.2], [0.6, 0.6, 0.6]]))
+    model.set_materials(torch.rand(2, 16, 16, generator=torch.Generator().manual_seed(0)) + 0.5)
     model.set_facing(torch.tensor([[1.0, 0.0, 0.0, 0.0]]), torch.tensor([[[0.5, 0.4, 0.3], [0.0] * 3, [0.0] * 3]]))
     region = WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]]))
     y, z = np.meshgrid(np.arange(-2.5, 2.5, 0.03), np.arange(0.06, 1.8, 0.03))
@@ -249,12 +254,111 @@ def test_a_session_shell_colours_unseen_borders_by_its_prompt_unless_told_not_to
     prompt, other = torch.tensor([2.0, 0.1, 0.0, 0.0]), torch.tensor([0.0, 1.0, 0.0, 0.0])
     shells = {name: region_shell(region, torch.eye(4, dtype=torch.float64), memory, c, view, model, style)
               for name, c, style in (("on", config, prompt), ("other", config, other),
-                                     ("off", dataclasses.replace(config, memory_wall_facing=False), prompt))}
+                                     ("off", dataclasses.replace(config, memory_wall_facing=False), prompt),
+                                     ("grain", dataclasses.replace(config, memory_wall_material=False), prompt))}
     unseen = lambda shell: [w for w in shell.walls.walls if w.points == 0]          # noqa: E731
     assert len(unseen(shells["on"])) == 3
-    for wall in unseen(shells["on"]):
-        np.testing.assert_allclose(wall.texels.reshape(-1, 3).mean(0), [0.5, 0.4, 0.3], atol=0.01)
+    for name in ("on", "grain"):                                               # the facing's colour either way
+        for wall in unseen(shells[name]):
+            np.testing.assert_allclose(wall.texels.reshape(-1, 3).mean(0), [0.5, 0.4, 0.3], atol=0.01)
+    assert all(0 <= w.material < 2 for w in unseen(shells["on"]))             # drawn as a recorded material
+    assert all(w.material == -1 and w.texels.size > 3 for w in unseen(shells["grain"]))   # the seen wall's grain
     for name in ("other", "off"):                                              # the seen wall's colour
         assert shells[name].walls.facing is None
         seen = [w for w in shells[name].walls.walls if w.points > 0]
         assert len(seen) == 1 and all(np.array_equal(w.texels, seen[0].texels) for w in unseen(shells[name]))
+
+
+@pytest.fixture()
+def materials() -> WallDetail:
+    """Three materials, 16 texels of 4 cm: courses 4 texels tall, a checker of 2, and plain."""
+    c = WallDetailConfig(tiles=2, tile=16, texel=0.04, levels=3, materials=3, material_levels=3)
+    model = WallDetail(c)
+    model.set_tiles(torch.zeros(2, 16, 16), torch.tensor([[0.7, 0.3, 0.2], [0.6, 0.6, 0.6]]))
+    k = torch.arange(16)
+    courses = torch.where((k // 4) % 2 == 0, 0.4, 0.6)[:, None].expand(16, 16)
+    checker = torch.where(((k[:, None] // 2) + (k[None, :] // 2)) % 2 == 0, 0.3, 0.7)
+    model.set_materials(torch.stack([courses, checker, torch.full((16, 16), 0.5)]).contiguous())
+    return model
+
+
+def test_materials_tile_interpolate_and_average_over_the_footprint(materials):
+    c = materials.config
+    z = (np.arange(16) + 0.5) * c.texel                             # texel centres up the wall
+    up = materials.material_at(0, np.zeros(16), z, np.full(16, c.texel))
+    np.testing.assert_allclose(up, np.where((np.arange(16) // 4) % 2 == 0, -0.2, 0.2), atol=1e-5)   # over its mean, less 1
+    period = c.tile * c.texel
+    u = np.random.default_rng(0).uniform(0, 3, 50)
+    w = np.random.default_rng(1).uniform(0, 3, 50)
+    one = np.full(50, c.texel)
+    np.testing.assert_allclose(materials.material_at(1, u, w, one), materials.material_at(1, u + period, w - period, one),
+                               atol=1e-5)                                      # tiled both ways
+    between = materials.material_at(0, [0.0], [4 * c.texel], [c.texel])   # on a course's edge
+    assert abs(float(between[0])) < 1e-5                                       # interpolated, not one texel's
+    fine = materials.material_at(1, u, w, one)
+    far = materials.material_at(1, u, w, np.full(50, 4 * c.texel))
+    assert far.std() < 0.5 * fine.std()                                       # a far pixel's footprint averaged
+    assert np.abs(materials.material_at(2, u, w, one)).max() < 1e-6           # plain: no pattern
+    with pytest.raises(ValueError, match="material"):
+        materials.material_at(3, [0.0], [0.0], [0.04])
+    with pytest.raises(ValueError, match="luma"):
+        materials.set_materials(torch.zeros(2, 16, 16))
+    with pytest.raises(ValueError, match="WallDetailConfig"):
+        WallDetailConfig(materials=2, tile=4, levels=2, material_levels=4)
+
+
+def test_a_border_no_frame_showed_is_drawn_as_a_recorded_material_picked_by_the_seed(materials, tmp_path):
+    from alaya.models.wall_detail import FacingColour
+    region = WalkableRegion(np.array([[-2.0, -2.0], [2.0, -2.0], [2.0, 2.0], [-2.0, 2.0]]))
+    y, z = np.meshgrid(np.arange(-2.5, 2.5, 0.03), np.arange(0.06, 1.8, 0.03))
+    xyz = np.stack([np.full(y.size, 2.5), y.ravel(), z.ravel()])            # only the wall at x = 2.5 seen
+    rgb = np.tile(np.array([[180, 80, 50]], np.uint8), (y.size, 1))
+    facing = FacingColour(np.array([[0.5, 0.45, 0.4], [0.0] * 3, [0.0] * 3]))
+    walls = {}
+    for name, kwargs in (("plain", {}), ("a", {"materials": True, "seed": 3}), ("b", {"materials": True, "seed": 3}),
+                         ("c", {"materials": True, "seed": -7})):
+        walls[name] = RegionWalls(region, margin=0.5, detail=materials, facing=facing, **kwargs)
+        assert walls[name].learn(xyz, rgb) == 1
+    seen = [m for m, w in enumerate(walls["a"].walls) if w.points > 0]
+    assert len(seen) == 1 and walls["a"].walls[seen[0]].material == -1       # a seen wall keeps its texture
+    picked = lambda w: [x.material for m, x in enumerate(w.walls) if m not in seen]   # noqa: E731
+    assert all(0 <= k < 3 for k in picked(walls["a"])) and picked(walls["a"]) == picked(walls["b"])
+    assert all(k == -1 for k in picked(walls["plain"]))
+    seeds = set()
+    for s in range(12):                                                      # the seed picks among them
+        w = RegionWalls(region, margin=0.5, detail=materials, facing=facing, materials=True, seed=s)
+        w.learn(xyz, rgb)
+        seeds.add(tuple(picked(w)))
+    assert len(seeds) > 3
+    view = torch.eye(4, dtype=torch.float64)                                  # at (0, 0) looking along -x
+    view[:3, :3] = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]], dtype=torch.float64)
+    view[:3, 3] = -view[:3, :3] @ torch.tensor([0.0, 0.0, EYE], dtype=torch.float64)
+    empty = torch.zeros(1, 3, 64, 64), torch.zeros(1, 1, 64, 64), torch.zeros(1, 1, 64, 64)
+    w = RegionWalls(region, margin=0.5, detail=materials, facing=facing, materials=True, seed=0)
+    w.learn(xyz, rgb)
+    ahead = w.walls[int(np.argmax(w.out @ np.array([-1.0, 0.0])))]          # the unseen wall at x = -2.5
+    rgb_drawn, coverage, _ = w.draw(*empty, pinhole(64, 70.0), view)
+    on = coverage[0, 0] > 0.5
+    drawn = rgb_drawn[0][:, on]
+    np.testing.assert_allclose(drawn.mean(1).numpy(), [0.5, 0.45, 0.4], atol=0.03)   # its facing's colour on average
+    assert (float(drawn[0].std()) > 0.02) == (ahead.material != 2)              # with its material's pattern
+    materials.save_pretrained(tmp_path / "wd")
+    back = WallDetail.from_pretrained(tmp_path / "wd")
+    assert torch.allclose(back.materials, materials.materials, atol=1e-3)
+    old = WallDetail(WallDetailConfig(tiles=2, tile=16, levels=3))            # a folder saved without materials
+    old.set_tiles(torch.zeros(2, 16, 16), torch.tensor([[0.7, 0.3, 0.2], [0.6, 0.6, 0.6]]))
+    old.save_pretrained(tmp_path / "old")
+    fallback = RegionWalls(region, margin=0.5, detail=WallDetail.from_pretrained(tmp_path / "old"), facing=facing,
+                           materials=True)
+    fallback.learn(xyz, rgb)
+    assert all(x.material == -1 for x in fallback.walls)
+
+
+def test_only_evenly_lit_whole_wall_tiles_are_kept_as_materials():
+    from alaya.train.wall_detail import evenly_lit
+    k = np.arange(32)
+    courses = np.where((k // 4) % 2 == 0, 0.5, 0.7)[:, None, None] * np.ones((32, 32, 3))
+    shadow = courses * np.where(k[None, :, None] < 16, 1.0, 0.4)               # a shadow's edge across it
+    kept = evenly_lit([courses, shadow])
+    assert len(kept) == 1 and torch.allclose(kept[0], torch.from_numpy(courses[::-1] @ np.array(
+        [0.299, 0.587, 0.114], np.float32)).float())

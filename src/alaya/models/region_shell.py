@@ -58,13 +58,14 @@ class RegionShell:
 
 def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, memory, config,
                  start_view: torch.Tensor, wall_detail: WallDetail | None = None,
-                 style: torch.Tensor | None = None) -> RegionShell | None:
+                 style: torch.Tensor | None = None, seed: int = 0) -> RegionShell | None:
     """The shell ``config`` (a ``WorldModelConfig``: ``memory_wall_margin``, ``memory_wall_borrow``,
-    ``memory_wall_facing``, ``memory_floor``, ``eye_height``) asks for, learnt from ``memory``'s
+    ``memory_wall_facing``, ``memory_wall_material``, ``memory_floor``, ``eye_height``) asks for, learnt from ``memory``'s
     points (the start frame's, session world) seen from ``start_view`` (session world_to_camera), the walls with
     ``wall_detail``'s close-up detail where given, and those no frame showed in the colour that the
     recorded style nearest the prompt's embedding ``style`` (text_dim,) gives walls facing their way
-    (``WallDetail.facing_for``); None when it asks for neither, or the session has no region or no
+    (``WallDetail.facing_for``), drawn as recorded walls' materials picked from ``seed``
+    (``memory_wall_material``); None when it asks for neither, or the session has no region or no
     transform to it."""
     if region is None or to_region is None or not (config.memory_wall_margin > 0 or config.memory_floor):
         return None
@@ -80,6 +81,6 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
         if config.memory_wall_facing and wall_detail is not None and style is not None:
             facing = wall_detail.facing_for(style)
         walls = RegionWalls(region, config.memory_wall_margin, borrow=config.memory_wall_borrow, detail=wall_detail,
-                            facing=facing)
+                            facing=facing, materials=config.memory_wall_material, seed=seed)
         walls.learn(xyz, rgb, eye, floor.haze)
     return RegionShell(walls, floor if config.memory_floor else None, to_region)

@@ -23,7 +23,9 @@ best-seen wall's texture and the seen walls' median top with ``borrow`` (a borde
 unknown there; the seen one's grain is the best guess), else it is not drawn; with a ``facing``
 (``WallDetail.facing_for``: the recorded style's walls' mean colour against the way they face),
 the borrowed texture is recoloured to that colour for the way the wall faces (the seen wall's
-colour is one material's, the mean of the recorded walls' a better guess of another's). A wall
+colour is one material's, the mean of the recorded walls' a better guess of another's), and with
+``materials`` and a wall detail that has them, drawn as one of the recorded walls' materials
+(``WallDetail.material_at``), picked at random per wall from ``seed``, in that colour. A wall
 seen 10-15 m away carries that far's fog: given the start frame's haze (``RegionFloor.haze``,
 the floor's colour against distance), each point's haze is taken out and ``draw`` puts back the
 haze at the distance it draws. ``draw``: where a pixel's ray leaves the grown region between
@@ -136,6 +138,7 @@ class WallTexture:
     texel_z: float          # metres a row spans
     wrap_z: bool            # the rows repeat up the wall (a period found), else the top row goes on
     detail: int = -1        # its ``WallDetail`` tile (-1: none)
+    material: int = -1      # its ``WallDetail`` material, times its texels' colour (-1: none)
 
 
 class RegionWalls:
@@ -143,7 +146,8 @@ class RegionWalls:
 
     def __init__(self, region: WalkableRegion, margin: float = 0.6, texel: float = 0.12,
                  borrow: bool = True, fold: bool = True, sharpen: float = SHARPEN,
-                 detail: WallDetail | None = None, facing: FacingColour | None = None) -> None:
+                 detail: WallDetail | None = None, facing: FacingColour | None = None, materials: bool = False,
+                 seed: int = 0) -> None:
         if not (np.isfinite(margin) and margin >= 0):
             raise ValueError(f"margin: metres >= 0, got {margin!r}")
         if not (np.isfinite(texel) and texel > 0):
@@ -152,6 +156,8 @@ class RegionWalls:
             raise ValueError(f"sharpen: >= 0, got {sharpen!r}")
         self.margin, self.texel, self.borrow, self.fold = float(margin), float(texel), bool(borrow), bool(fold)
         self.sharpen, self.detail, self.facing = float(sharpen), detail, facing
+        self.materials = bool(materials) and detail is not None and detail.config.materials > 0
+        self.seed = int(seed) % 2 ** 63                 # (any int: a session seed may be negative)
         a = np.asarray(region.hull, np.float64)
         e = np.roll(a, -1, 0) - a
         self.start = a                                                     # (M, 2) each edge's first vertex
@@ -237,6 +243,11 @@ class RegionWalls:
         if self.facing is None:
             return wall
         colour = self.facing(-self.out[m])
+        if self.materials:                 # one of the recorded walls' materials, in that colour
+            material = int(np.random.default_rng([self.seed, m]).integers(self.detail.config.materials))
+            texel = self.detail.config.texel
+            return dataclasses.replace(wall, texels=colour.astype(np.float32)[None, None], u0=0.0, texel_u=texel,
+                                       texel_z=texel, wrap_z=True, detail=-1, material=material)
         mean = best.texels.reshape(-1, 3).mean(0)
         texels = np.clip(best.texels * (colour / np.maximum(mean, 1e-3)), 0, 1).astype(np.float32)
         tile = self.detail.nearest(colour) if self.detail is not None else -1
@@ -298,6 +309,9 @@ class RegionWalls:
                 k = np.nonzero(on)[0][near]
                 fine = self.detail.at(wall.detail, u[near], z[i][on][near], along_view[i][on][near] / focal)
                 colours[k] = np.clip(colours[k] * (1 + fine[:, None]), 0, 1).astype(np.float32)
+            if wall.material >= 0:                     # a recorded wall's material, at every distance
+                pattern = self.detail.material_at(wall.material, u, z[i][on], along_view[i][on] / focal)
+                colours[on] = np.clip(colours[on] * (1 + pattern[:, None]), 0, 1).astype(np.float32)
         if self.haze is not None:
             colours = np.clip(colours + self.haze.at(t[i]), 0, 1).astype(np.float32)
         return painted(rgb, coverage, depth, i, colours, along_view[i])

@@ -31,6 +31,13 @@ close-up tiles' mean colour fitted as ``a + b cos(azimuth) + c sin(azimuth)`` of
 facing. ``facing_for`` gives it for a session's prompt (the nearest style, when it is near:
 ``MIN_STYLE_SIMILARITY``), and ``RegionWalls`` colours a border no frame showed with it
 (``alaya.models.region_walls``).
+
+Its material is unknown too, and a smooth wall of the average colour is no wall the game shows:
+``materials`` holds tiles of walls' whole look (the same cut, the luminance over the tile's mean,
+less 1, where the wall was evenly lit: brick courses and their seams, planks, marble's streaks),
+and ``RegionWalls`` draws a border no frame showed as one of them, drawn at random (a sample of
+the recorded walls, not their mean), in its facing's colour. ``material_at`` looks one up as
+``at`` does, interpolated bilinearly within the footprint's level.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from alaya.nn.pretrained import from_pretrained, save_pretrained
 WALL_DETAIL_DIR = "wall_detail"          # a world model's wall detail, inside its folder
 MAX_DETAIL = 0.7                         # |detail| clip: a factor between 0.3 and 1.7
 MIN_STYLE_SIMILARITY = 0.75             # cosine of a prompt's embedding to a recorded style's keys
+MAX_PATTERN = 0.9                        # |material pattern| clip: a factor between 0.1 and 1.9
 
 
 @dataclass
@@ -60,6 +68,8 @@ class WallDetailConfig:
     levels: int = 3                      # footprint filters: boxes of 1, 2, 4, ... texels
     styles: int = 0                      # recorded styles whose walls' colour against facing is kept
     text_dim: int = 384                  # ... keyed by their phrasings' embedding
+    materials: int = 0                   # material tiles kept (0: none), ``tile`` x ``tile`` texels of ``texel``
+    material_levels: int = 5             # ... their footprint filters: boxes of 1, 2, 4, ... texels
 
     def __post_init__(self) -> None:
         if self.tiles < 1 or self.tile < 2 or self.levels < 1:
@@ -74,6 +84,10 @@ class WallDetailConfig:
         if 2 ** (self.levels - 1) > self.tile:
             raise ValueError(f"WallDetailConfig.levels: a box of 2^(levels - 1) texels must fit a tile of "
                              f"{self.tile}, got {self.levels}")
+        if self.materials < 0 or not 1 <= self.material_levels or 2 ** (self.material_levels - 1) > self.tile:
+            raise ValueError(f"WallDetailConfig: materials >= 0 and 1 <= material_levels with a box of "
+                             f"2^(material_levels - 1) texels in a tile of {self.tile} expected, got {self.materials}, "
+                             f"{self.material_levels}")
 
 
 def box_mean(tiles: torch.Tensor, size: int, mode: str = "reflect") -> torch.Tensor:
@@ -86,14 +100,15 @@ def box_mean(tiles: torch.Tensor, size: int, mode: str = "reflect") -> torch.Ten
     return F.avg_pool2d(padded, size, stride=1)[:, 0]
 
 
-def periodic(tiles: torch.Tensor) -> torch.Tensor:
+def periodic(tiles: torch.Tensor, keep_strength: bool = True) -> torch.Tensor:
     """(N, T, T) zero-mean detail tiles made to repeat without seams: along each axis in turn, the
     tile cross-faded with itself moved by half its size (weight 1 at the centre, 0 at the borders,
-    where the moved copy meets itself continuously), the weights' sum of squares normalised to 1
-    (two unrelated grains blended keep the grain's strength)."""
+    where the moved copy meets itself continuously), with ``keep_strength`` the weights' sum of
+    squares normalised to 1 (two unrelated grains blended keep the grain's strength), else their
+    sum (a pattern that already repeats within the tile stays as it is)."""
     n = tiles.shape[-1]
     w = 1 - ((torch.arange(n, dtype=tiles.dtype) + 0.5) * 2 / n - 1).abs()
-    scale = (w ** 2 + (1 - w) ** 2).sqrt()
+    scale = (w ** 2 + (1 - w) ** 2).sqrt() if keep_strength else torch.ones_like(w)
     x = (w * tiles + (1 - w) * tiles.roll(n // 2, -1)) / scale
     w, scale = w[:, None], scale[:, None]
     return (w * x + (1 - w) * x.roll(n // 2, -2)) / scale
@@ -103,6 +118,20 @@ def relative_detail(luma: torch.Tensor, far_texels: int) -> torch.Tensor:
     """(N, T, T) luminance tiles' detail finer than ``far_texels``: luma over its box mean, less 1, clipped."""
     low = box_mean(luma.double(), far_texels)
     return (luma.double() / low.clamp_min(1e-3) - 1).clamp(-MAX_DETAIL, MAX_DETAIL).float()
+
+
+def material_pattern(luma: torch.Tensor) -> torch.Tensor:
+    """(N, T, T) luminance tiles' pattern: over the tile's mean, less 1, made periodic (a plain
+    cross-fade: a course or a checker that fits the tile is kept exactly) and clipped."""
+    luma = luma.double()
+    relative = luma / luma.mean((1, 2), keepdim=True).clamp_min(1e-3) - 1
+    return periodic(relative, keep_strength=False).clamp(-MAX_PATTERN, MAX_PATTERN).float()
+
+
+def footprint_level(pixel_metres: np.ndarray, texel: float, levels: int) -> np.ndarray:
+    """(n,) the box filter (0: one texel, k: 2^k texels) nearest each pixel's width ``pixel_metres``."""
+    width = np.nan_to_num(pixel_metres / texel, nan=1.0, posinf=2.0 ** levels)
+    return np.clip(np.round(np.log2(np.maximum(width, 1e-6))), 0, levels - 1).astype(np.int64)
 
 
 def facing_basis(facing: np.ndarray) -> np.ndarray:
@@ -141,7 +170,12 @@ class WallDetail(nn.Module):
             self.register_buffer("facing", torch.zeros(c.styles, 3, 3))
         else:
             self.style_keys, self.facing = torch.zeros(0, c.text_dim), torch.zeros(0, 3, 3)
+        if c.materials:                   # (nor one saved without materials)
+            self.register_buffer("materials", torch.zeros(c.materials, c.tile, c.tile))
+        else:
+            self.materials = torch.zeros(0, c.tile, c.tile)
         self._numpy: tuple[np.ndarray, np.ndarray] | None = None
+        self._material_levels: np.ndarray | None = None
 
     def set_tiles(self, detail: torch.Tensor, keys: torch.Tensor) -> None:
         """Take ``detail`` (tiles, tile, tile), each tile's detail (``relative_detail``), and ``keys``
@@ -166,6 +200,41 @@ class WallDetail(nn.Module):
             raise ValueError("style_keys, facing: must be finite")
         self.style_keys.copy_(F.normalize(style_keys.float(), dim=-1))
         self.facing.copy_(facing.float())
+
+    def set_materials(self, luma: torch.Tensor) -> None:
+        """Take ``luma`` (materials, tile, tile): walls' luminance, row 0 lowest;
+        their patterns are kept (``material_pattern``)."""
+        c = self.config
+        if tuple(luma.shape) != (c.materials, c.tile, c.tile):
+            raise ValueError(f"luma: expected {(c.materials, c.tile, c.tile)}, got {tuple(luma.shape)}")
+        if not (torch.isfinite(luma).all() and (luma >= 0).all()):
+            raise ValueError("luma: must be finite and >= 0")
+        self.materials.copy_(material_pattern(luma))
+        self._material_levels = None
+
+    def material_at(self, material: int, u, z, pixel_metres) -> np.ndarray:
+        """(n,) the pattern of ``material`` (a factor less 1) at ``u``, ``z`` (n,) metres along and up
+        a wall, for pixels each spanning ``pixel_metres`` (n,) there: the box level nearest a pixel's
+        width, interpolated bilinearly between its texels, tiled."""
+        c = self.config
+        if not 0 <= material < c.materials:
+            raise ValueError(f"material: expected 0 .. {c.materials - 1}, got {material!r}")
+        u, z, pixel_metres = (np.asarray(a, np.float64).reshape(-1) for a in (u, z, pixel_metres))
+        if not u.shape == z.shape == pixel_metres.shape:
+            raise ValueError(f"u, z, pixel_metres: expected the same shape, got {u.shape}, {z.shape}, {pixel_metres.shape}")
+        if self._material_levels is None:
+            tiles = self.materials.float()
+            self._material_levels = torch.stack([box_mean(tiles, 2 ** k, "circular")
+                                                 for k in range(c.material_levels)], 1).numpy()
+        levels = self._material_levels[material]
+        level = footprint_level(pixel_metres, c.texel, c.material_levels)
+        fu, fz = np.nan_to_num(u) / c.texel - 0.5, np.nan_to_num(z) / c.texel - 0.5
+        u0, z0 = np.floor(fu), np.floor(fz)
+        wu, wz = fu - u0, fz - z0
+        iu, iz = u0.astype(np.int64) % c.tile, z0.astype(np.int64) % c.tile
+        ju, jz = (iu + 1) % c.tile, (iz + 1) % c.tile
+        return ((1 - wz) * ((1 - wu) * levels[level, iz, iu] + wu * levels[level, iz, ju])
+                + wz * ((1 - wu) * levels[level, jz, iu] + wu * levels[level, jz, ju]))
 
     def facing_for(self, style) -> FacingColour | None:
         """The ``FacingColour`` of the recorded style nearest a prompt's embedding ``style`` (text_dim,),
@@ -208,8 +277,7 @@ class WallDetail(nn.Module):
         if not u.shape == z.shape == pixel_metres.shape:
             raise ValueError(f"u, z, pixel_metres: expected the same shape, got {u.shape}, {z.shape}, {pixel_metres.shape}")
         detail, _ = self._arrays()
-        width = np.nan_to_num(pixel_metres / c.texel, nan=1.0, posinf=2.0 ** c.levels)
-        level = np.clip(np.round(np.log2(np.maximum(width, 1e-6))), 0, c.levels - 1).astype(np.int64)
+        level = footprint_level(pixel_metres, c.texel, c.levels)
         iu = np.mod(np.floor(np.nan_to_num(u) / c.texel).astype(np.int64), c.tile)
         iz = np.mod(np.floor(np.nan_to_num(z) / c.texel).astype(np.int64), c.tile)
         return detail[tile, level, iz, iu]
@@ -220,5 +288,5 @@ class WallDetail(nn.Module):
     @classmethod
     def from_pretrained(cls, folder) -> WallDetail:
         model = from_pretrained(cls, WallDetailConfig, folder).eval()
-        model._numpy = None                       # the levels of the loaded tiles
+        model._numpy = model._material_levels = None       # the levels of the loaded tiles
         return model

@@ -117,6 +117,8 @@ class WorldModelConfig:
                                          # one's texture (RegionWalls.borrow; recoloured by the wall detail's
                                          # facing colour for the prompt's style), else not drawn
     memory_wall_facing: bool = True      # ... recoloured so (WallDetail.facing_for); off: the best-seen one's colour
+    memory_wall_material: bool = True    # ... and drawn as one of the recorded walls' materials (WallDetail.materials,
+                                         # when it has them), picked by the session's seed; off: the borrowed grain
     memory_floor: bool = False           # play draws the walkable region's floor, tiled with the start frame's
                                          # floor texture, where the memory has nothing nearer (RegionFloor;
                                          # a session with a region and a start view)

@@ -174,7 +174,7 @@ class WorldSession:
             if view is not None and self.region is not None and self.camera_motion is not None:
                 self._to_region = torch.linalg.inv(view) @ self._motion_view.double()   # session world -> region's
             self._shell = region_shell(self.region, self._to_region, self.memory, c, self.camera_view(),
-                                       self.wall_detail, self.style[0])                        # walls, floor
+                                       self.wall_detail, self.style[0], self.seed)             # walls, floor
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
         _, self.decoder_state = self.backend.decode(z, None)
 

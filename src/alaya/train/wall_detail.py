@@ -32,12 +32,13 @@ from alaya.data.episodes import EpisodeDataset
 from alaya.models.memory_geometry import camera_points
 from alaya.models.texture_tiles import LUMA
 from alaya.text.encoder import PromptEncoder
-from alaya.models.wall_detail import WallDetail, WallDetailConfig, facing_basis, relative_detail
+from alaya.models.wall_detail import WallDetail, WallDetailConfig, box_mean, facing_basis, relative_detail
 
 VERTICAL = 0.08          # |normal z| below this: a wall
 FLAT = 0.006             # metres: RMS distance of a window's points from its plane
 SHARP = 1.6              # texels a pixel may span at most where a tile is cut
 ON_PLANE = 0.03          # metres (+ 2% of the depth): a texel's depth in the frame must be the plane's
+MAX_SHADE = 0.1          # a material tile's quarter-tile box means: their spread over its mean at most
 
 
 @dataclass
@@ -49,6 +50,7 @@ class WallDetailFitConfig:
     reach: tuple[float, float] = (0.3, 1.6)   # metres: the depths a window's pixels must lie between
     seed: int = 0
     min_facing: int = 30                 # candidates a style needs for its walls' colour against facing
+    materials: int = 48                  # material tiles kept (0: none): tiles whole, evenly lit
     progress: bool = True
     model: WallDetailConfig = None       # type: ignore[assignment]   (default WallDetailConfig())
 
@@ -59,6 +61,8 @@ class WallDetailFitConfig:
             raise ValueError(f"WallDetailFitConfig: every >= 1 and window >= 4 expected, got {self.every}, {self.window}")
         if not 0 < self.reach[0] < self.reach[1]:
             raise ValueError(f"WallDetailFitConfig.reach: 0 < near < far metres expected, got {self.reach!r}")
+        if self.materials < 0:
+            raise ValueError(f"WallDetailFitConfig.materials: >= 0 expected, got {self.materials}")
 
 
 def _bilinear(image: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -163,19 +167,41 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
     named, facings = np.array(styles), np.stack(facings)
     fits = {name: fit_facing(facings[named == name], means[named == name])
             for name in sorted(set(styles)) if styles.count(name) >= cfg.min_facing}
-    model = WallDetail(dataclasses.replace(m, styles=len(fits)))
+    even = evenly_lit(tiles) if cfg.materials else []
+    if len(even) < cfg.materials:
+        raise ValueError(f"{cfg.data}: {len(even)} evenly lit wall tiles of {len(tiles)} found, {cfg.materials} "
+                         f"needed (record walls close up: alaya record game --wall-contact 1; or fewer materials)")
+    chosen = np.random.default_rng(cfg.seed + 1).choice(len(even), cfg.materials, replace=False)
+    model = WallDetail(dataclasses.replace(m, styles=len(fits), materials=cfg.materials))
     model.set_tiles(detail, colours.mean((1, 2)))
+    if cfg.materials:
+        model.set_materials(torch.stack([even[i] for i in chosen]))
     if fits:
         encoder = PromptEncoder()
         keys = [encoder.encode(list(ds.meta.styles[name])).float().mean(0) for name in fits]    # set_facing: unit
         model.set_facing(torch.stack(keys),
                          torch.from_numpy(np.stack([f[0] for f in fits.values()])))
     report = {"frames_searched": searched, "candidates": len(tiles), "tiles": m.tiles,
+              "evenly_lit": len(even), "materials": cfg.materials,
+              "material_rms": float(model.materials.pow(2).mean().sqrt()) if cfg.materials else None,
               "detail_rms": float(detail.pow(2).mean().sqrt()),
               "key_spread": [float(x) for x in model.keys.std(0)],
               "facing": {name: {"candidates": styles.count(name), "colour_rms": f[1], "residual_rms": f[2]}
                          for name, f in fits.items()}}
     return model, report
+
+
+def evenly_lit(walls: list[np.ndarray]) -> list[torch.Tensor]:
+    """The luminance (T, T), row 0 lowest, of the wall tiles (T, T, 3) (row 0 at the top)
+    whose quarter-tile box means spread at most ``MAX_SHADE`` of their mean: a material's look,
+    not a shadow's edge across it."""
+    kept = []
+    for tile in walls:
+        luma = torch.from_numpy(tile[::-1] @ LUMA).double()
+        spread = float(box_mean(luma[None], max(tile.shape[0] // 4, 1))[0].std() / luma.mean().clamp_min(1e-3))
+        if spread <= MAX_SHADE:
+            kept.append(luma.float())
+    return kept
 
 
 def fit_facing(facing: np.ndarray, colours: np.ndarray) -> tuple[np.ndarray, float, float]:
