@@ -134,6 +134,23 @@ def footprint_level(pixel_metres: np.ndarray, texel: float, levels: int) -> np.n
     return np.clip(np.round(np.log2(np.maximum(width, 1e-6))), 0, levels - 1).astype(np.int64)
 
 
+def footprint_levels(tiles: torch.Tensor, levels: int) -> np.ndarray:
+    """(N, levels, T, T) float32: periodic tiles (N, T, T) box-filtered over 1, 2, 4, ... texels."""
+    tiles = tiles.float()
+    return torch.stack([box_mean(tiles, 2 ** k, "circular") for k in range(levels)], 1).numpy()
+
+
+def wall_lookup(index: int, count: int, name: str, u, z, pixel_metres) -> tuple[np.ndarray, ...]:
+    """``u``, ``z``, ``pixel_metres`` as float64 (n,) each, checked, for looking up tile ``index`` of
+    ``count`` (``name`` says which kind in the error)."""
+    if not 0 <= index < count:
+        raise ValueError(f"{name}: expected 0 .. {count - 1}, got {index!r}")
+    u, z, pixel_metres = (np.asarray(a, np.float64).reshape(-1) for a in (u, z, pixel_metres))
+    if not u.shape == z.shape == pixel_metres.shape:
+        raise ValueError(f"u, z, pixel_metres: expected the same shape, got {u.shape}, {z.shape}, {pixel_metres.shape}")
+    return u, z, pixel_metres
+
+
 def facing_basis(facing: np.ndarray) -> np.ndarray:
     """(N, 3) [1, cos(azimuth), sin(azimuth)] of walls whose faces look along ``facing`` (N, 2): world x, y."""
     azimuth = np.arctan2(facing[:, 1], facing[:, 0])
@@ -217,15 +234,9 @@ class WallDetail(nn.Module):
         a wall, for pixels each spanning ``pixel_metres`` (n,) there: the box level nearest a pixel's
         width, interpolated bilinearly between its texels, tiled."""
         c = self.config
-        if not 0 <= material < c.materials:
-            raise ValueError(f"material: expected 0 .. {c.materials - 1}, got {material!r}")
-        u, z, pixel_metres = (np.asarray(a, np.float64).reshape(-1) for a in (u, z, pixel_metres))
-        if not u.shape == z.shape == pixel_metres.shape:
-            raise ValueError(f"u, z, pixel_metres: expected the same shape, got {u.shape}, {z.shape}, {pixel_metres.shape}")
+        u, z, pixel_metres = wall_lookup(material, c.materials, "material", u, z, pixel_metres)
         if self._material_levels is None:
-            tiles = self.materials.float()
-            self._material_levels = torch.stack([box_mean(tiles, 2 ** k, "circular")
-                                                 for k in range(c.material_levels)], 1).numpy()
+            self._material_levels = footprint_levels(self.materials, c.material_levels)
         levels = self._material_levels[material]
         level = footprint_level(pixel_metres, c.texel, c.material_levels)
         fu, fz = np.nan_to_num(u) / c.texel - 0.5, np.nan_to_num(z) / c.texel - 0.5
@@ -254,9 +265,7 @@ class WallDetail(nn.Module):
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(levels (tiles, levels, tile, tile) float32, keys (tiles, 3) float64), made once."""
         if self._numpy is None:
-            tiles = self.tiles.float()
-            levels = torch.stack([box_mean(tiles, 2 ** k, "circular") for k in range(self.config.levels)], 1)
-            self._numpy = levels.numpy().astype(np.float32), self.keys.numpy().astype(np.float64)
+            self._numpy = footprint_levels(self.tiles, self.config.levels), self.keys.numpy().astype(np.float64)
         return self._numpy
 
     def nearest(self, colour) -> int:
@@ -271,11 +280,7 @@ class WallDetail(nn.Module):
         """(n,) the detail of ``tile`` at ``u``, ``z`` (n,) metres along and up a wall, for pixels each
         spanning ``pixel_metres`` (n,) there (its level: the box nearest a pixel's width)."""
         c = self.config
-        if not 0 <= tile < c.tiles:
-            raise ValueError(f"tile: expected 0 .. {c.tiles - 1}, got {tile!r}")
-        u, z, pixel_metres = (np.asarray(a, np.float64).reshape(-1) for a in (u, z, pixel_metres))
-        if not u.shape == z.shape == pixel_metres.shape:
-            raise ValueError(f"u, z, pixel_metres: expected the same shape, got {u.shape}, {z.shape}, {pixel_metres.shape}")
+        u, z, pixel_metres = wall_lookup(tile, c.tiles, "tile", u, z, pixel_metres)
         detail, _ = self._arrays()
         level = footprint_level(pixel_metres, c.texel, c.levels)
         iu = np.mod(np.floor(np.nan_to_num(u) / c.texel).astype(np.int64), c.tile)
