@@ -174,8 +174,8 @@ class FacingColour:
 class WallDetail(nn.Module):
     """``tiles`` (tiles, tile, tile): each tile's detail, periodic; ``keys`` (tiles, 3): each tile's
     mean colour in [0, 1]; ``style_keys`` (styles, text_dim) and ``facing`` (styles, 3, 3): each
-    recorded style's key and ``FacingColour``. The footprint levels are made from the tiles when first
-    looked up."""
+    recorded style's key and ``FacingColour``; ``materials`` (materials, tile, tile): walls' whole
+    patterns (``material_pattern``). The footprint levels are made from the tiles when first looked up."""
 
     def __init__(self, config: WallDetailConfig | None = None) -> None:
         super().__init__()
