@@ -156,7 +156,7 @@ class RegionWalls:
             raise ValueError(f"sharpen: >= 0, got {sharpen!r}")
         self.margin, self.texel, self.borrow, self.fold = float(margin), float(texel), bool(borrow), bool(fold)
         self.sharpen, self.detail, self.facing = float(sharpen), detail, facing
-        self.materials = bool(materials) and detail is not None and detail.config.materials > 0
+        self.draw_materials = bool(materials) and detail is not None and detail.config.materials > 0
         self.seed = int(seed) % 2 ** 63                 # (any int: a session seed may be negative)
         a = np.asarray(region.hull, np.float64)
         e = np.roll(a, -1, 0) - a
@@ -243,7 +243,7 @@ class RegionWalls:
         if self.facing is None:
             return wall
         colour = self.facing(-self.out[m])
-        if self.materials:                 # one of the recorded walls' materials, in that colour
+        if self.draw_materials:            # one of the recorded walls' materials, in that colour
             material = int(np.random.default_rng([self.seed, m]).integers(self.detail.config.materials))
             texel = self.detail.config.texel
             return dataclasses.replace(wall, texels=colour.astype(np.float32)[None, None], u0=0.0, texel_u=texel,
