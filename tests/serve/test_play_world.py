@@ -5,6 +5,7 @@ in Chromium, in world mode."""
 
 import json
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -90,9 +91,16 @@ def test_text_actions_prompts_and_bad_events(world):
             assert needle in reply(ws, "error")["message"], bad
         events = [{"type": "action", "name": "jump"}, {"type": "look", "turn": -0.5, "pitch": 0.2},
                   {"type": "style", "name": "neon_night"}, {"type": "reset"}, {"type": "prompt", "text": "a foggy moor"}]
-        got, texts = until(ws, max(until(ws, 0)[0]) + 8, events)                   # still streaming
-        assert any(t.get("prompt") == "a foggy moor" for t in texts)
-        assert not [t for t in texts if t["type"] == "error"]
+        start, texts = max(until(ws, 0)[0]), []
+        for e in events:
+            ws.send_text(json.dumps(e))
+        deadline = time.monotonic() + 60.0                  # the embedding is made on the encoder's thread
+        while not any(t.get("prompt") == "a foggy moor" for t in texts):
+            assert time.monotonic() < deadline, f"the prompt never switched; stats said {texts[-3:]}"
+            got, more = until(ws, start + 2)
+            start, texts = max(got), texts + more
+        got, more = until(ws, start + 8)                                            # still streaming
+        assert not [t for t in texts + more if t["type"] == "error"]
 
 
 def test_token_guard(world):
