@@ -11,8 +11,8 @@ import torch
 from alaya.data.walkable_region import WalkableRegion
 from alaya.models.region_walls import RegionWalls
 from alaya.models.view_warp import pinhole
-from alaya.models.wall_detail import WallDetail, WallDetailConfig, periodic, relative_detail
-from alaya.train.wall_detail import WallDetailFitConfig, wall_tile
+from alaya.models.wall_detail import WallDetail, WallDetailConfig, periodic, periodic_in_phase, relative_detail
+from alaya.train.wall_detail import WallDetailFitConfig, representative, wall_tile
 
 SIZE = 128
 EYE = 1.4
@@ -68,6 +68,30 @@ def test_detail_is_relative_to_the_far_mean_and_tiles_repeat_without_seams():
     grain = torch.from_numpy(np.random.default_rng(1).normal(0, 0.1, (8, 32, 32))).float()
     assert float(periodic(grain).std()) == pytest.approx(float(grain.std()), rel=0.15)   # the grain keeps its strength
 
+
+
+def test_courses_that_do_not_fit_the_tile_repeat_in_phase_at_full_strength():
+    """Courses 3.2 texels tall (a period of 6.4) in a 32-texel tile: a cross-fade at half the tile blends them
+    out of phase and fades them; the in-phase repeat keeps their strength and shades, and a random
+    grain keeps its strength and repeats without a seam."""
+    rows = torch.arange(32, dtype=torch.float64)
+    courses = (0.2 * torch.sign(torch.sin(2 * math.pi * (rows + 0.5) / 6.4)))[:, None].expand(32, 32)[None]
+    step = lambda t, dim: (t - t.roll(1, dim)).abs()                   # noqa: E731  (wrap included)
+    assert float(step(courses, -2)[0, 0].mean()) == pytest.approx(0.4)   # the seam where it repeats
+    plain = 1 - ((rows + 0.5) * 2 / 32 - 1).abs()                     # the half-tile cross-fade's weight
+    faded = plain[:, None] * courses + (1 - plain[:, None]) * courses.roll(16, -2)
+    assert float((faded.abs() > 0.15).double().mean()) < 0.7            # out of phase: faded
+    made = periodic_in_phase(courses)
+    assert float(made.std()) == pytest.approx(float(courses.std()), rel=0.1)
+    assert torch.allclose(made, made[..., :1])                          # still level courses
+    assert float((made.abs() > 0.15).double().mean()) > 0.85            # of two clear shades
+    grain = torch.from_numpy(np.random.default_rng(1).normal(0, 0.1, (8, 32, 32)))
+    assert float(periodic_in_phase(grain).std()) == pytest.approx(float(grain.std()), rel=0.15)
+    wrap = lambda t, dim: float(step(t, dim).select(dim, 0).abs().mean())   # noqa: E731
+    inside = lambda t, dim: float(step(t, dim).narrow(dim, 1, 31).mean())    # noqa: E731
+    for dim in (-1, -2):
+        assert wrap(periodic_in_phase(grain), dim) < 1.3 * inside(periodic_in_phase(grain), dim)
+        assert wrap(grain, dim) > 0.9 * inside(grain, dim)              # (a grain's wrap is a jump like any)
 
 @pytest.fixture()
 def detail() -> WallDetail:
@@ -362,3 +386,15 @@ def test_only_evenly_lit_whole_wall_tiles_are_kept_as_materials():
     kept = evenly_lit([courses, shadow])
     assert len(kept) == 1 and torch.allclose(kept[0], torch.from_numpy(courses[::-1] @ np.array(
         [0.299, 0.587, 0.114], np.float32)).float())
+
+
+def test_materials_are_chosen_to_span_the_walls_range_of_detail():
+    """70 smooth walls and 30 of courses: 10 materials chosen hold the courses in proportion (3),
+    from the smoothest wall's bin to the most detailed one's, the same every time."""
+    rng = np.random.default_rng(0)
+    smooth = 0.5 + 0.01 * rng.normal(size=(70, 1, 1)) * torch.linspace(-1, 1, 16).numpy()[None, None, :]
+    courses = np.where((np.arange(16) // 2) % 2 == 0, 0.6, 0.4)[None, :, None] * (1 + 0.05 * rng.random((30, 1, 1)))
+    luma = torch.from_numpy(np.concatenate([smooth + 0 * courses[:1], courses + 0 * smooth[:1]])).float()
+    picked = representative(luma, 10)
+    assert len(set(picked.tolist())) == 10 and int((picked >= 70).sum()) == 3
+    np.testing.assert_array_equal(picked, representative(luma, 10))

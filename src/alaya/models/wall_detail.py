@@ -100,15 +100,14 @@ def box_mean(tiles: torch.Tensor, size: int, mode: str = "reflect") -> torch.Ten
     return F.avg_pool2d(padded, size, stride=1)[:, 0]
 
 
-def periodic(tiles: torch.Tensor, keep_strength: bool = True) -> torch.Tensor:
+def periodic(tiles: torch.Tensor) -> torch.Tensor:
     """(N, T, T) zero-mean detail tiles made to repeat without seams: along each axis in turn, the
     tile cross-faded with itself moved by half its size (weight 1 at the centre, 0 at the borders,
-    where the moved copy meets itself continuously), with ``keep_strength`` the weights' sum of
-    squares normalised to 1 (two unrelated grains blended keep the grain's strength), else their
-    sum (a pattern that already repeats within the tile stays as it is)."""
+    where the moved copy meets itself continuously), the weights' sum of squares normalised to 1
+    (two unrelated grains blended keep the grain's strength)."""
     n = tiles.shape[-1]
     w = 1 - ((torch.arange(n, dtype=tiles.dtype) + 0.5) * 2 / n - 1).abs()
-    scale = (w ** 2 + (1 - w) ** 2).sqrt() if keep_strength else torch.ones_like(w)
+    scale = (w ** 2 + (1 - w) ** 2).sqrt()
     x = (w * tiles + (1 - w) * tiles.roll(n // 2, -1)) / scale
     w, scale = w[:, None], scale[:, None]
     return (w * x + (1 - w) * x.roll(n // 2, -2)) / scale
@@ -120,12 +119,38 @@ def relative_detail(luma: torch.Tensor, far_texels: int) -> torch.Tensor:
     return (luma.double() / low.clamp_min(1e-3) - 1).clamp(-MAX_DETAIL, MAX_DETAIL).float()
 
 
+def periodic_in_phase(tiles: torch.Tensor) -> torch.Tensor:
+    """(N, T, T) patterns made to repeat without seams and without fading: along each axis in turn,
+    a tile is cross-faded with itself moved by the shift (a quarter to half its size; a circular
+    shift by s matches as well as one by T - s) at which the moved copy best matches it, so that courses or a checker whose period does not fit
+    the tile are blended in phase and not cancelled (the moved copy meets itself continuously at the
+    borders; the weight rises from 0 there to 1 where the copy's own seam lies). The blend is
+    divided by its expected spread, ``sqrt(w^2 + (1-w)^2 + 2 w (1-w) rho)`` with ``rho`` the match
+    (at least 0), so a pattern keeps its strength whether the two copies agree or not."""
+    n = tiles.shape[-1]
+    shifts = torch.arange(n // 4, n // 2 + 1)
+    x = torch.arange(n, dtype=tiles.dtype)
+    for dim in (-1, -2):
+        moved = torch.stack([tiles.roll(int(s), dim) for s in shifts])                 # (S, N, T, T)
+        a = tiles - tiles.mean((-2, -1), keepdim=True)
+        b = moved - moved.mean((-2, -1), keepdim=True)
+        rho = (a * b).mean((-2, -1)) / (a.pow(2).mean((-2, -1)) * b.pow(2).mean((-2, -1))).sqrt().clamp_min(1e-12)
+        best = rho.argmax(0)                                                             # (N,)
+        shift, rho = shifts[best].to(tiles.dtype)[:, None], rho.gather(0, best[None])[0].clamp_min(0)[:, None]
+        w = torch.where(x <= shift, x / shift, (n - x) / (n - shift))                    # (N, T)
+        spread = (w ** 2 + (1 - w) ** 2 + 2 * w * (1 - w) * rho).sqrt()
+        w, spread = (w[:, None, :], spread[:, None, :]) if dim == -1 else (w[:, :, None], spread[:, :, None])
+        copy = moved[best, torch.arange(len(tiles))]
+        tiles = (w * tiles + (1 - w) * copy) / spread
+    return tiles
+
+
 def material_pattern(luma: torch.Tensor) -> torch.Tensor:
-    """(N, T, T) luminance tiles' pattern: over the tile's mean, less 1, made periodic (a plain
-    cross-fade: a course or a checker that fits the tile is kept exactly) and clipped."""
+    """(N, T, T) luminance tiles' pattern: over the tile's mean, less 1, made periodic in phase
+    (``periodic_in_phase``) and clipped."""
     luma = luma.double()
     relative = luma / luma.mean((1, 2), keepdim=True).clamp_min(1e-3) - 1
-    return periodic(relative, keep_strength=False).clamp(-MAX_PATTERN, MAX_PATTERN).float()
+    return periodic_in_phase(relative).clamp(-MAX_PATTERN, MAX_PATTERN).float()
 
 
 def footprint_level(pixel_metres: np.ndarray, texel: float, levels: int) -> np.ndarray:

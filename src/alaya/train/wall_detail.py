@@ -17,6 +17,9 @@ which recorded style it was seen: per style with ``min_facing`` candidates, the 
 are fitted by least squares as ``a + b cos(azimuth) + c sin(azimuth)`` of the facing
 (``FacingColour``), keyed by the mean embedding of the style's phrasings (``episodes.json``'s
 prompts for it, which the world model is trained with).
+
+Of the candidates evenly lit (``evenly_lit``: no shadow's edge across them), ``materials`` are kept
+whole as the walls' materials, chosen to span their range of fine detail (``representative``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from alaya.data.episodes import EpisodeDataset
 from alaya.models.memory_geometry import camera_points
 from alaya.models.texture_tiles import LUMA
 from alaya.text.encoder import PromptEncoder
-from alaya.models.wall_detail import WallDetail, WallDetailConfig, box_mean, facing_basis, relative_detail
+from alaya.models.wall_detail import (WallDetail, WallDetailConfig, box_mean, facing_basis, material_pattern,
+                                      relative_detail)
 
 VERTICAL = 0.08          # |normal z| below this: a wall
 FLAT = 0.006             # metres: RMS distance of a window's points from its plane
@@ -171,7 +175,7 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
     if len(even) < cfg.materials:
         raise ValueError(f"{cfg.data}: {len(even)} evenly lit wall tiles of {len(tiles)} found, {cfg.materials} "
                          f"needed (record walls close up: alaya record game --wall-contact 1; or fewer materials)")
-    chosen = np.random.default_rng(cfg.seed + 1).choice(len(even), cfg.materials, replace=False)
+    chosen = representative(torch.stack(even), cfg.materials) if cfg.materials else []
     model = WallDetail(dataclasses.replace(m, styles=len(fits), materials=cfg.materials))
     model.set_tiles(detail, colours.mean((1, 2)))
     if cfg.materials:
@@ -202,6 +206,18 @@ def evenly_lit(walls: list[np.ndarray]) -> list[torch.Tensor]:
         if spread <= MAX_SHADE:
             kept.append(luma.float())
     return kept
+
+
+def representative(luma: torch.Tensor, count: int) -> np.ndarray:
+    """Indices of ``count`` of the walls' luminance tiles ``luma`` (N, T, T) spanning their range of
+    fine detail evenly: sorted by their pattern's (``material_pattern``) Laplacian energy, the tiles
+    at the midpoints of ``count`` equal quantile bins. The detail of recorded walls is heavy-tailed
+    (brick and wood courses against smooth concrete and marble), and a random pick of a few dozen
+    often misses the tail, so that walls drawn from it are on average smoother than the game's."""
+    pattern = material_pattern(luma).double()
+    lap = 4 * pattern - sum(pattern.roll(k, d) for k in (1, -1) for d in (-1, -2))   # the tiles repeat
+    order = np.argsort(lap.pow(2).mean((1, 2)).numpy(), kind="stable")
+    return order[((np.arange(count) + 0.5) / count * len(order)).astype(int)]
 
 
 def fit_facing(facing: np.ndarray, colours: np.ndarray) -> tuple[np.ndarray, float, float]:
