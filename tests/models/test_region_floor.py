@@ -191,13 +191,15 @@ def test_a_session_turned_round_shows_the_floor_it_never_saw():
     shown, far, points = {}, {}, {}
     for on in (True, False):
         model = still_model()
-        model.config = dataclasses.replace(model.config, memory_floor=on)
+        model.config = dataclasses.replace(model.config, memory_floor=on, memory_sky_dome=True,
+                                           memory_sky_depth=25.0, memory_sky_extend=True)
         session = WorldSession(model, size=32, backend="torch", camera_motion=_Turn(), region=REGION)
         session.reset(frame, depth=depth, view=start.numpy(), pitch=-20.0)
         for _ in range(18):
             out = session.step(np.zeros(8, np.float32))
         shown[on], far[on] = out.astype(np.float32), session._depth.numpy()
         points[on] = session.memory.xyz.shape[1]
+        assert session.memory.dome.extend_to == (-90.0 if on else 0.0)   # the sky below the horizon: beyond the walls
     low = shown[True][24:]
     assert (low[..., 0] > 150).mean() > 0.2 and (low[..., 2] > 150).mean() > 0.2     # red and blue squares
     assert np.abs(shown[True][24:] - shown[False][24:]).mean() > 30

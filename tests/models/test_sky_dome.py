@@ -184,7 +184,8 @@ def test_a_session_walking_ahead_keeps_its_sky_in_place():
 def test_extend_draws_the_unseen_sky_by_elevation_and_leaves_out_the_sun():
     """``extend``: after a turn the side no frame showed is its elevation's seen colour (a sun in
     the seen sky does not spread); above the highest seen elevation the highest row's colour;
-    below the lowest seen elevation nothing. Without ``extend`` the unseen side stays uncovered."""
+    below the lowest seen elevation that row's, down to the horizon, and below it nothing. Without
+    ``extend`` the unseen side stays uncovered."""
     K = pinhole(64, 70.0)
     view = LEVEL
     directions = pixel_directions(K, view, 64, 64)
@@ -206,8 +207,16 @@ def test_extend_draws_the_unseen_sky_by_elevation_and_leaves_out_the_sun():
     e = torch.rad2deg(torch.asin(pixel_directions(K, turned, 64, 64)[2])).reshape(64, 64)
     seen_top = float(elevation[sky].max())
     band = (e >= 6.0) & (e <= seen_top - 1.0)
-    assert covered[0][band].all() and not covered[0][e < 4.0].any()
+    low = (e >= 0.5) & (e < 4.0)                                              # under the seen sky, over the horizon
+    assert covered[0][band].all() and covered[0][low].all() and not covered[0][e < -0.5].any()
     red = got[0] * 255
+    seen_bottom = float(elevation[sky].min())
+    assert low.any() and (red[low] - (100 + 3 * seen_bottom)).abs().max() <= 6.0   # the lowest seen row's
+    extended.reach_down_to(-90.0)                                             # a session drawing floor and walls
+    got, covered = extended.render(K, turned, 64, 64)
+    assert covered[0].all() and (got[0] * 255 - (100 + 3 * seen_bottom)).abs()[e < -0.5].max() <= 6.0
+    with pytest.raises(ValueError, match="elevation_degrees"):
+        extended.reach_down_to(10.0)
     assert (red[band] - (100 + 3 * e[band])).abs().max() <= 6.0               # the row's colour, no sun
     assert (got[2] * 255 - 180).abs()[band].max() <= 1.0
     above = e > seen_top + 2.0

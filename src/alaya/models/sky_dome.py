@@ -20,7 +20,11 @@ see, as ``SceneMemory`` keeps points. Fixed size (``cells_per_degree`` 3: 540 x 
 2.3 MB; finer than a 128² frame's pixels, so a view it saw renders back nearly exactly), so it needs no eviction.
 
 ``extend``: the sky a frame never showed is drawn too, as its elevation's median over the cells
-seen (rows above the highest seen elevation take that row's; below the lowest seen, nothing). The
+seen (rows above the highest seen elevation take that row's; rows below the lowest seen take that
+row's down to the horizon, where the sky a start frame shows over far walls' tops leaves off and a
+lower wall walked up to shows more of it; below the horizon, nothing, unless ``reach_down_to``
+says how far: a session that draws the floor and walls over the sky leaves only what lies beyond
+its walls there, where a game draws its sky's haze on down). The
 sky of these worlds changes with elevation and hardly with azimuth, and the median leaves out a
 sun; so a turn shows the sky the start frame implies instead of sky the model must invent. A
 session that extends the dome keeps generated frames' sky out of it (``SceneMemory.insert``'s
@@ -52,6 +56,7 @@ class SkyDome:
             raise ValueError(f"cells_per_degree: must be > 0, got {cells_per_degree!r}")
         self.cells_per_degree = float(cells_per_degree)
         self.extend = bool(extend)
+        self.extend_to = 0.0               # degrees of elevation the extension reaches down to (``reach_down_to``)
         self.rows, self.cols = math.ceil(180 * self.cells_per_degree), math.ceil(360 * self.cells_per_degree)
         self.clear()
 
@@ -116,11 +121,18 @@ class SkyDome:
         self._extended = None
         return len(cell)
 
+    def reach_down_to(self, elevation_degrees: float) -> None:
+        """Extend the sky no frame showed down to ``elevation_degrees`` (-90 to 0; 0, the default:
+        the horizon) where the lowest seen elevation is higher: those rows take its colour."""
+        if not -90.0 <= float(elevation_degrees) <= 0.0:
+            raise ValueError(f"elevation_degrees: expected -90 .. 0, got {elevation_degrees!r}")
+        self.extend_to, self._extended = float(elevation_degrees), None
+
     def panorama(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(rgb (rows * cols, 3) uint8, known (rows * cols,) bool): the cells seen, and with
-        ``extend`` every cell from straight up down to the lowest seen elevation, the unseen ones
-        their row's median seen colour (a row with none seen: the nearest seen row above it, the
-        highest seen row for the rows above it)."""
+        ``extend`` every cell from straight up down to the lowest seen elevation or ``extend_to``
+        (the horizon unless ``reach_down_to`` says otherwise), whichever is lower, the unseen ones their row's median seen colour (a row with none seen:
+        the nearest seen row above it, the highest seen row for the rows above it)."""
         if not self.extend or not self.seen.any():
             return self.rgb, self.seen
         if self._extended is None:
@@ -135,7 +147,8 @@ class SkyDome:
             source = torch.where(has, r, torch.zeros_like(r)).cummax(0).values  # the nearest seen row at or above
             source = torch.where(r < top, torch.full_like(r, top), source)
             fill = median.index_select(0, source).round().clamp(0, 255).to(torch.uint8)
-            unseen = ~seen & (r <= bottom)[:, None]
+            lowest = math.ceil((90 - self.extend_to) * self.cells_per_degree) - 1    # the last row at or above extend_to
+            unseen = ~seen & (r <= max(bottom, min(lowest, self.rows - 1)))[:, None]
             rgb = torch.where(unseen[..., None], fill[:, None, :], rgb)
             self._extended = rgb.reshape(-1, 3), (seen | unseen).reshape(-1)
         return self._extended

@@ -175,6 +175,9 @@ class WorldSession:
                 self._to_region = torch.linalg.inv(view) @ self._motion_view.double()   # session world -> region's
             self._shell = region_shell(self.region, self._to_region, self.memory, c, self.camera_view(),
                                        self.wall_detail, self.style[0], self.seed)             # walls, floor
+            if self._shell is not None and self._shell.floor is not None and self.memory.dome is not None:
+                self.memory.dome.reach_down_to(-90.0)   # below the horizon the floor and walls are drawn over
+                #                                          it; the sky is left only beyond the walls' tops
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
         _, self.decoder_state = self.backend.decode(z, None)
 
