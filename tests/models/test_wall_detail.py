@@ -398,3 +398,5 @@ def test_materials_are_chosen_to_span_the_walls_range_of_detail():
     picked = representative(luma, 10)
     assert len(set(picked.tolist())) == 10 and int((picked >= 70).sum()) == 3
     np.testing.assert_array_equal(picked, representative(luma, 10))
+    with pytest.raises(ValueError, match="count"):
+        representative(luma, 101)

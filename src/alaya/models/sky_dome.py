@@ -131,8 +131,9 @@ class SkyDome:
     def panorama(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(rgb (rows * cols, 3) uint8, known (rows * cols,) bool): the cells seen, and with
         ``extend`` every cell from straight up down to the lowest seen elevation or ``extend_to``
-        (the horizon unless ``reach_down_to`` says otherwise), whichever is lower, the unseen ones their row's median seen colour (a row with none seen:
-        the nearest seen row above it, the highest seen row for the rows above it)."""
+        (the horizon unless ``reach_down_to`` says otherwise), whichever is lower, the unseen ones
+        their row's median seen colour (a row with none seen: the nearest seen row above it, the
+        highest seen row for the rows above it)."""
         if not self.extend or not self.seen.any():
             return self.rgb, self.seen
         if self._extended is None:

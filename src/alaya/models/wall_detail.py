@@ -122,11 +122,12 @@ def relative_detail(luma: torch.Tensor, far_texels: int) -> torch.Tensor:
 def periodic_in_phase(tiles: torch.Tensor) -> torch.Tensor:
     """(N, T, T) patterns made to repeat without seams and without fading: along each axis in turn,
     a tile is cross-faded with itself moved by the shift (a quarter to half its size; a circular
-    shift by s matches as well as one by T - s) at which the moved copy best matches it, so that courses or a checker whose period does not fit
-    the tile are blended in phase and not cancelled (the moved copy meets itself continuously at the
-    borders; the weight rises from 0 there to 1 where the copy's own seam lies). The blend is
-    divided by its expected spread, ``sqrt(w^2 + (1-w)^2 + 2 w (1-w) rho)`` with ``rho`` the match
-    (at least 0), so a pattern keeps its strength whether the two copies agree or not."""
+    shift by s matches as well as one by T - s) at which the moved copy best matches it, so that
+    courses or a checker whose period does not fit the tile are blended in phase and not cancelled
+    (the moved copy meets itself continuously at the borders; the weight rises from 0 there to 1
+    where the copy's own seam lies). The blend is divided by its expected spread,
+    ``sqrt(w^2 + (1-w)^2 + 2 w (1-w) rho)`` with ``rho`` the match (at least 0), so a pattern keeps
+    its strength whether the two copies agree or not."""
     n = tiles.shape[-1]
     shifts = torch.arange(n // 4, n // 2 + 1)
     x = torch.arange(n, dtype=tiles.dtype)

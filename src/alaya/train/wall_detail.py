@@ -214,6 +214,8 @@ def representative(luma: torch.Tensor, count: int) -> np.ndarray:
     at the midpoints of ``count`` equal quantile bins. The detail of recorded walls is heavy-tailed
     (brick and wood courses against smooth concrete and marble), and a random pick of a few dozen
     often misses the tail, so that walls drawn from it are on average smoother than the game's."""
+    if not 1 <= count <= len(luma):
+        raise ValueError(f"count: expected 1 .. {len(luma)} (the tiles given), got {count}")
     pattern = material_pattern(luma).double()
     lap = 4 * pattern - sum(pattern.roll(k, d) for k in (1, -1) for d in (-1, -2))   # the tiles repeat
     order = np.argsort(lap.pow(2).mean((1, 2)).numpy(), kind="stable")
