@@ -180,7 +180,7 @@ def test_a_session_turned_round_shows_the_floor_it_never_saw():
     """``memory_floor``: a session whose start frame shows a checker floor ahead, turned round
     (180 degrees), shows floor of both colours in the lower half at the floor's depth, and keeps
     no generated pixels there in its memory; without it, not."""
-    from alaya.runtime.world_session import WorldSession
+    from alaya.runtime.world_session import SKY_BELOW_WALLS, WorldSession
     from test_region_walls import _Turn
     from tiny_memory import still_model
     start = view(0.0, -20.0)
@@ -199,7 +199,7 @@ def test_a_session_turned_round_shows_the_floor_it_never_saw():
             out = session.step(np.zeros(8, np.float32))
         shown[on], far[on] = out.astype(np.float32), session._depth.numpy()
         points[on] = session.memory.xyz.shape[1]
-        assert session.memory.dome.extend_to == (-90.0 if on else 0.0)   # the sky below the horizon: beyond the walls
+        assert session.memory.dome.extend_to == (SKY_BELOW_WALLS if on else 0.0)   # the sky below the horizon: beyond the walls
     low = shown[True][24:]
     assert (low[..., 0] > 150).mean() > 0.2 and (low[..., 2] > 150).mean() > 0.2     # red and blue squares
     assert np.abs(shown[True][24:] - shown[False][24:]).mean() > 30

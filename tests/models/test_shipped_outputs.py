@@ -140,5 +140,5 @@ EXPECTED = {
     "student_meanflow": (95.60166473966092, 1527.532995940186, 76.26401062715246),
     "session_latents": (-42.708421994931996, 493.18379192147404, -20.739340650481523),
     "session_frame_sums": (242805, 241457, 238765, 238715),
-    "world_latents": (-22398.481225550175, 97463.78807908297, -437.7412607363799),   # the memory model at 128² (runs/wm_g fine-tune), the camera with a learned jump flight, the extended sky dome (down past the horizon with the floor drawn: 2026-12-07, thirtieth), the region's floor and seen walls (their haze out), recorded 2026-12-06 (twenty-third)
+    "world_latents": (-22584.29597532749, 97520.74037444592, -457.93434428197725),   # the memory model at 128² (runs/wm_g fine-tune), the camera with a learned jump flight, the extended sky dome (10 degrees past the horizon with the floor drawn: 2026-12-07, thirtieth), the region's floor and seen walls (their haze out), recorded 2026-12-06 (twenty-third)
 }

@@ -23,8 +23,8 @@ see, as ``SceneMemory`` keeps points. Fixed size (``cells_per_degree`` 3: 540 x 
 seen (rows above the highest seen elevation take that row's; rows below the lowest seen take that
 row's down to the horizon, where the sky a start frame shows over far walls' tops leaves off and a
 lower wall walked up to shows more of it; below the horizon, nothing, unless ``reach_down_to``
-says how far: a session that draws the floor and walls over the sky leaves only what lies beyond
-its walls there, where a game draws its sky's haze on down). The
+says how far: a session that draws the floor and walls over the sky takes it 10 degrees further,
+where only a low wall's top leaves it, and a game draws its sky's haze on down). The
 sky of these worlds changes with elevation and hardly with azimuth, and the median leaves out a
 sun; so a turn shows the sky the start frame implies instead of sky the model must invent. A
 session that extends the dome keeps generated frames' sky out of it (``SceneMemory.insert``'s

@@ -66,6 +66,12 @@ from alaya.runtime.step_traffic import StepTraffic
 from alaya.text import PromptEncoder
 
 
+
+SKY_BELOW_WALLS = -10.0    # degrees: with the floor and walls drawn over it, the sky no frame showed goes on this far
+#                            below the horizon, left only over a low wall's top (lower, a replayed frame shows the
+#                            ground beyond the wall: 90 degrees down cost 0.18 dB of replay PSNR and 0.5 dB on return)
+
+
 class WorldSession:
     def __init__(self, model: WorldModel, autoencoder: Autoencoder | None = None, decoder: TinyDecoder | None = None,
                  prompt: str = "", prompt_encoder: PromptEncoder | None = None, steps: int | None = None,
@@ -176,8 +182,7 @@ class WorldSession:
             self._shell = region_shell(self.region, self._to_region, self.memory, c, self.camera_view(),
                                        self.wall_detail, self.style[0], self.seed)             # walls, floor
             if self._shell is not None and self._shell.floor is not None and self.memory.dome is not None:
-                self.memory.dome.reach_down_to(-90.0)   # below the horizon the floor and walls are drawn over
-                #                                          it; the sky is left only beyond the walls' tops
+                self.memory.dome.reach_down_to(SKY_BELOW_WALLS)
         # warm the streaming decoder's memory on the start frame, so frame 1 continues it
         _, self.decoder_state = self.backend.decode(z, None)
 
