@@ -12,7 +12,8 @@ import torch
 from alaya.data.walkable_region import WalkableRegion
 from alaya.models.region_walls import RegionWalls
 from alaya.models.view_warp import pinhole
-from alaya.models.wall_detail import WallDetail, WallDetailConfig, periodic_in_phase
+from alaya.models.wall_detail import WallDetail, WallDetailConfig
+from alaya.models.wall_materials import periodic_in_phase
 from alaya.train.wall_detail import representative
 
 EYE = 1.4              # metres: the camera's height over the floor
@@ -149,3 +150,33 @@ def test_materials_are_chosen_to_span_the_walls_range_of_detail():
     np.testing.assert_array_equal(picked, representative(luma, 10))
     with pytest.raises(ValueError, match="count"):
         representative(luma, 101)
+
+
+def smooth_noise(seed: int, n: int = 32, blur: int = 4) -> torch.Tensor:
+    """(1, n, n) a zero-mean grain with blotches about ``blur`` texels wide, repeating (made periodic)."""
+    from alaya.models.wall_detail import box_mean
+    grain = torch.from_numpy(np.random.default_rng(seed).normal(0, 1, (1, n, n)))
+    grain = box_mean(box_mean(grain, blur, "circular"), blur, "circular")
+    return 0.1 * grain / grain.std()
+
+
+def test_a_material_without_a_period_is_scattered_and_courses_keep_their_order():
+    from alaya.models.wall_materials import repeating_axes, scattered_lookup
+    rows = torch.arange(32, dtype=torch.float64)
+    courses = (0.2 * torch.sign(torch.sin(2 * math.pi * (rows + 0.5) / 8)))[:, None].expand(32, 32)[None]
+    checker = torch.from_numpy(np.indices((32, 32)).sum(0) // 4 % 2 * 0.4 - 0.2)[None]
+    noise = smooth_noise(0)
+    assert repeating_axes(torch.cat([courses, checker, noise])).tolist() == [[True, True], [True, True], [False, False]]
+    u, z = np.meshgrid(np.arange(0, 160) + 0.25, np.arange(0, 96) + 0.25)    # texels: 5 x 3 tiles
+    fu, fz = u.ravel(), z.ravel()
+    tiled = scattered_lookup(noise[0].numpy(), fu, fz, np.array([True, True]), 7).reshape(u.shape)
+    scattered = scattered_lookup(noise[0].numpy(), fu, fz, np.array([False, False]), 7).reshape(u.shape)
+    np.testing.assert_allclose(tiled[:, :32], tiled[:, 32:64], atol=1e-9)      # as it was: a repeat every tile
+    assert np.abs(scattered[:, :32] - scattered[:, 32:64]).mean() > 0.5 * np.abs(scattered).mean()   # no longer
+    assert float(scattered.std()) == pytest.approx(float(tiled.std()), rel=0.25)   # the same strength
+    steps = np.abs(np.diff(scattered, axis=1))
+    assert steps.max() < 3 * np.abs(np.diff(tiled, axis=1)).max()              # no seam where cells meet
+    np.testing.assert_array_equal(scattered, scattered_lookup(noise[0].numpy(), fu, fz, np.array([False, False]), 7)
+                                  .reshape(u.shape))                            # the same wall every frame
+    kept = scattered_lookup(courses[0].numpy(), fu, fz, np.array([True, True]), 7).reshape(u.shape)
+    assert np.allclose(kept, kept[:, :1])                                      # still level courses

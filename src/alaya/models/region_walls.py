@@ -19,8 +19,9 @@ binned over (metres along the edge, height) into ``texel``-metre texels, each th
 its points, empty texels filled from their neighbours, then sharpened (``sharpen``: an unsharp mask
 restores the contrast a far pixel's footprint averaged away); the wall's top is the points' 95th
 height percentile. A wall no points show (fewer than 30, or over less than 0.5 m) borrows the
-best-seen wall's texture and the seen walls' median top with ``borrow`` (a border's material is
-unknown there; the seen one's grain is the best guess), else it is not drawn; with a ``facing``
+best-seen wall's texture with ``borrow`` (a border's material is unknown there; the seen one's
+grain is the best guess) and a top (``unseen_top``: with a wall detail that recorded the borders'
+heights, ``WallDetail.unseen_top``, else the seen walls' median), else it is not drawn; with a ``facing``
 (``WallDetail.facing_for``: the recorded style's walls' mean colour against the way they face),
 the borrowed texture is recoloured to that colour for the way the wall faces (the seen wall's
 colour is one material's, the mean of the recorded walls' a better guess of another's), and with
@@ -186,22 +187,15 @@ class RegionWalls:
                 raise ValueError(f"eye: expected (3,), got {eye.shape}")
             self.haze = haze
             colours = np.clip(colours - haze.at(np.linalg.norm(xyz - eye[:, None], axis=0)), 0, 1).astype(np.float32)
-        beyond = self.out @ xyz[:2] - self.offset[:, None]                 # (M, N) metres beyond each wall
-        nearest = np.abs(beyond).argmin(0)                                 # a corner's points: the nearer wall's
         seen: list[WallTexture | None] = []
-        for m in range(len(self.start)):
-            near = (nearest == m) & (beyond[m] > NEAR_WALL[0]) & (beyond[m] < NEAR_WALL[1]) \
-                & (xyz[2] > 0.05) & (xyz[2] < 6.0)
-            if near.sum() < MIN_POINTS:
+        for m, near in enumerate(self.wall_points(xyz)):
+            if near is None:
                 seen.append(None)
                 continue
             u = self.along[m] @ (xyz[:2, near] - self.start[m][:, None])
             z = xyz[2, near]
             top = float(np.percentile(z, 95))
             u0, u1 = np.percentile(u, [1, 99])
-            if u1 - u0 < MIN_SPAN:
-                seen.append(None)
-                continue
             lum = colours[near] @ LUMA
             pu = find_period(u, z, lum, FOLDED) if self.fold else None
             pz = find_period(z, u, lum, FOLDED) if self.fold else None
@@ -231,9 +225,41 @@ class RegionWalls:
             self.walls = None
             return 0
         best = max(known, key=lambda w: w.points)
-        top = float(np.median([w.top for w in known])) if self.borrow else -1.0   # (-1: below the floor, not drawn)
+        top = self.unseen_top([w.top for w in known]) if self.borrow else -1.0   # (-1: below the floor, not drawn)
         self.walls = [w if w is not None else self._borrowed(best, top, m) for m, w in enumerate(seen)]
         return len(known)
+
+    def wall_points(self, xyz: np.ndarray) -> list[np.ndarray | None]:
+        """Per wall, the mask (N,) of the points ``xyz`` (3, N) (region world) that show it (near its
+        plane, above the floor; a point near two, at a corner, goes to the nearer), or None where
+        they are too few (``MIN_POINTS``) or span too little of it (``MIN_SPAN``): no point shows it."""
+        beyond = self.out @ xyz[:2] - self.offset[:, None]                 # (M, N) metres beyond each wall
+        nearest = np.abs(beyond).argmin(0)
+        masks: list[np.ndarray | None] = []
+        for m in range(len(self.start)):
+            near = (nearest == m) & (beyond[m] > NEAR_WALL[0]) & (beyond[m] < NEAR_WALL[1]) \
+                & (xyz[2] > 0.05) & (xyz[2] < 6.0)
+            if near.sum() >= MIN_POINTS:
+                u0, u1 = np.percentile(self.along[m] @ (xyz[:2, near] - self.start[m][:, None]), [1, 99])
+                near = near if u1 - u0 >= MIN_SPAN else None
+            else:
+                near = None
+            masks.append(near)
+        return masks
+
+    def seen_tops(self, xyz) -> list[float | None]:
+        """Per wall, its top (metres above the floor: the 95th height percentile of the points
+        ``xyz`` (3, N), region world, that show it), None where no point shows it."""
+        xyz = np.asarray(xyz, np.float64)
+        return [None if near is None else float(np.percentile(xyz[2, near], 95)) for near in self.wall_points(xyz)]
+
+    def unseen_top(self, seen: list[float]) -> float:
+        """The top a wall no point shows is drawn at, given the seen walls' ``seen``: with a wall
+        detail that has the recorded borders' heights, ``WallDetail.unseen_top`` (a game that draws
+        each wall's height at random says little of one wall by the others); else their median."""
+        if self.detail is not None and self.detail.config.top_mean > 0:
+            return self.detail.unseen_top(seen)
+        return float(np.median(seen))
 
     def _borrowed(self, best: WallTexture, top: float, m: int) -> WallTexture:
         """Wall ``m``, which no point shows: ``best``'s texture at height ``top``, recoloured by

@@ -37,7 +37,9 @@ Its material is unknown too, and a smooth wall of the average colour is no wall 
 less 1, where the wall was evenly lit: brick courses and their seams, planks, marble's streaks),
 and ``RegionWalls`` draws a border no frame showed as one of them, drawn at random (a sample of
 the recorded walls, not their mean), in its facing's colour. ``material_at`` looks one up as
-``at`` does, interpolated bilinearly within the footprint's level.
+``at`` does, interpolated bilinearly within the footprint's level, and scattered per 0.64 m cell
+where it has no period of its own (``alaya.models.wall_materials``: a streaked material repeated
+as it is shows its tile as a grid of bumps).
 """
 
 from __future__ import annotations
@@ -50,12 +52,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from alaya.models.wall_materials import MAX_PATTERN, material_pattern, repeating_axes, scattered_lookup
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
 WALL_DETAIL_DIR = "wall_detail"          # a world model's wall detail, inside its folder
 MAX_DETAIL = 0.7                         # |detail| clip: a factor between 0.3 and 1.7
 MIN_STYLE_SIMILARITY = 0.75             # cosine of a prompt's embedding to a recorded style's keys
-MAX_PATTERN = 0.9                        # |material pattern| clip: a factor between 0.1 and 1.9
 
 
 @dataclass
@@ -70,6 +72,9 @@ class WallDetailConfig:
     text_dim: int = 384                  # ... keyed by their phrasings' embedding
     materials: int = 0                   # material tiles kept (0: none), ``tile`` x ``tile`` texels of ``texel``
     material_levels: int = 5             # ... their footprint filters: boxes of 1, 2, 4, ... texels
+    top_mean: float = 0.0                # metres: the recorded border walls' mean top (0: none recorded)
+    top_between: float = 0.0             # m²: the variance of the recorded worlds' mean tops ...
+    top_within: float = 0.0              # m²: ... and of the tops within one world
 
     def __post_init__(self) -> None:
         if self.tiles < 1 or self.tile < 2 or self.levels < 1:
@@ -88,6 +93,10 @@ class WallDetailConfig:
             raise ValueError(f"WallDetailConfig: materials >= 0 and 1 <= material_levels with a box of "
                              f"2^(material_levels - 1) texels in a tile of {self.tile} expected, got {self.materials}, "
                              f"{self.material_levels}")
+        tops = (self.top_mean, self.top_between, self.top_within)
+        if not all(math.isfinite(t) and t >= 0 for t in tops):
+            raise ValueError(f"WallDetailConfig: top_mean, top_between and top_within finite and >= 0 expected, "
+                             f"got {tops}")
 
 
 def box_mean(tiles: torch.Tensor, size: int, mode: str = "reflect") -> torch.Tensor:
@@ -117,41 +126,6 @@ def relative_detail(luma: torch.Tensor, far_texels: int) -> torch.Tensor:
     """(N, T, T) luminance tiles' detail finer than ``far_texels``: luma over its box mean, less 1, clipped."""
     low = box_mean(luma.double(), far_texels)
     return (luma.double() / low.clamp_min(1e-3) - 1).clamp(-MAX_DETAIL, MAX_DETAIL).float()
-
-
-def periodic_in_phase(tiles: torch.Tensor) -> torch.Tensor:
-    """(N, T, T) patterns made to repeat without seams and without fading: along each axis in turn,
-    a tile is cross-faded with itself moved by the shift (a quarter to half its size; a circular
-    shift by s matches as well as one by T - s) at which the moved copy best matches it, so that
-    courses or a checker whose period does not fit the tile are blended in phase and not cancelled
-    (the moved copy meets itself continuously at the borders; the weight rises from 0 there to 1
-    where the copy's own seam lies). The blend is divided by its expected spread,
-    ``sqrt(w^2 + (1-w)^2 + 2 w (1-w) rho)`` with ``rho`` the match (at least 0), so a pattern keeps
-    its strength whether the two copies agree or not."""
-    n = tiles.shape[-1]
-    shifts = torch.arange(n // 4, n // 2 + 1)
-    x = torch.arange(n, dtype=tiles.dtype)
-    for dim in (-1, -2):
-        moved = torch.stack([tiles.roll(int(s), dim) for s in shifts])                 # (S, N, T, T)
-        a = tiles - tiles.mean((-2, -1), keepdim=True)
-        b = moved - moved.mean((-2, -1), keepdim=True)
-        rho = (a * b).mean((-2, -1)) / (a.pow(2).mean((-2, -1)) * b.pow(2).mean((-2, -1))).sqrt().clamp_min(1e-12)
-        best = rho.argmax(0)                                                             # (N,)
-        shift, rho = shifts[best].to(tiles.dtype)[:, None], rho.gather(0, best[None])[0].clamp_min(0)[:, None]
-        w = torch.where(x <= shift, x / shift, (n - x) / (n - shift))                    # (N, T)
-        spread = (w ** 2 + (1 - w) ** 2 + 2 * w * (1 - w) * rho).sqrt()
-        w, spread = (w[:, None, :], spread[:, None, :]) if dim == -1 else (w[:, :, None], spread[:, :, None])
-        copy = moved[best, torch.arange(len(tiles))]
-        tiles = (w * tiles + (1 - w) * copy) / spread
-    return tiles
-
-
-def material_pattern(luma: torch.Tensor) -> torch.Tensor:
-    """(N, T, T) luminance tiles' pattern: over the tile's mean, less 1, made periodic in phase
-    (``periodic_in_phase``) and clipped."""
-    luma = luma.double()
-    relative = luma / luma.mean((1, 2), keepdim=True).clamp_min(1e-3) - 1
-    return periodic_in_phase(relative).clamp(-MAX_PATTERN, MAX_PATTERN).float()
 
 
 def footprint_level(pixel_metres: np.ndarray, texel: float, levels: int) -> np.ndarray:
@@ -219,6 +193,7 @@ class WallDetail(nn.Module):
             self.materials = torch.zeros(0, c.tile, c.tile)
         self._numpy: tuple[np.ndarray, np.ndarray] | None = None
         self._material_levels: np.ndarray | None = None
+        self._material_repeats: np.ndarray | None = None
 
     def set_tiles(self, detail: torch.Tensor, keys: torch.Tensor) -> None:
         """Take ``detail`` (tiles, tile, tile), each tile's detail (``relative_detail``), and ``keys``
@@ -258,20 +233,21 @@ class WallDetail(nn.Module):
     def material_at(self, material: int, u, z, pixel_metres) -> np.ndarray:
         """(n,) the pattern of ``material`` (a factor less 1) at ``u``, ``z`` (n,) metres along and up
         a wall, for pixels each spanning ``pixel_metres`` (n,) there: the box level nearest a pixel's
-        width, interpolated bilinearly between its texels, tiled."""
+        width, interpolated bilinearly between its texels, tiled along the axes it repeats along and
+        scattered along the others (``scattered_lookup``)."""
         c = self.config
         u, z, pixel_metres = wall_lookup(material, c.materials, "material", u, z, pixel_metres)
         if self._material_levels is None:
             self._material_levels = footprint_levels(self.materials, c.material_levels)
+            self._material_repeats = repeating_axes(self.materials)
         levels = self._material_levels[material]
         level = footprint_level(pixel_metres, c.texel, c.material_levels)
-        fu, fz = np.nan_to_num(u) / c.texel - 0.5, np.nan_to_num(z) / c.texel - 0.5
-        u0, z0 = np.floor(fu), np.floor(fz)
-        wu, wz = fu - u0, fz - z0
-        iu, iz = u0.astype(np.int64) % c.tile, z0.astype(np.int64) % c.tile
-        ju, jz = (iu + 1) % c.tile, (iz + 1) % c.tile
-        return ((1 - wz) * ((1 - wu) * levels[level, iz, iu] + wu * levels[level, iz, ju])
-                + wz * ((1 - wu) * levels[level, jz, iu] + wu * levels[level, jz, ju]))
+        fu, fz = np.nan_to_num(u) / c.texel, np.nan_to_num(z) / c.texel
+        out = np.zeros_like(fu)
+        for k in np.unique(level):
+            at = level == k
+            out[at] = scattered_lookup(levels[k], fu[at], fz[at], self._material_repeats[material], material)
+        return out
 
     def facing_for(self, style) -> FacingColour | None:
         """The ``FacingColour`` of the recorded style nearest a prompt's embedding ``style`` (text_dim,),
@@ -287,6 +263,23 @@ class WallDetail(nn.Module):
         if float(similarity[best]) < MIN_STYLE_SIMILARITY:
             return None
         return FacingColour(self.facing[best].double().numpy())
+
+    def unseen_top(self, seen) -> float:
+        """The top (metres above the floor) of a border wall no frame showed, given the tops ``seen``
+        of its world's walls that a frame showed: the recorded borders' mean top, moved towards the
+        seen walls' mean as far as the recordings say one world's walls share a height (the
+        best linear predictor of a random-effects model: weight n b / (n b + w) for n seen walls,
+        b ``top_between`` and w ``top_within``). A game that draws each wall's height at random
+        gives a weight near 0: the seen walls say little of the others."""
+        c = self.config
+        seen = np.asarray(seen, np.float64).reshape(-1)
+        if c.top_mean <= 0:
+            raise ValueError("unseen_top: this wall detail has no recorded border tops (top_mean 0)")
+        if not np.isfinite(seen).all():
+            raise ValueError(f"seen: expected finite tops in metres, got {seen!r}")
+        n, spread = len(seen), len(seen) * c.top_between + c.top_within
+        weight = n * c.top_between / spread if n and spread > 0 else 0.0
+        return float(c.top_mean + weight * (seen.mean() - c.top_mean)) if n else float(c.top_mean)
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(levels (tiles, levels, tile, tile) float32, keys (tiles, 3) float64), made once."""

@@ -20,6 +20,9 @@ prompts for it, which the world model is trained with).
 
 Of the candidates evenly lit (``evenly_lit``: no shadow's edge across them), ``materials`` are kept
 whole as the walls' materials, chosen to span their range of fine detail (``representative``).
+
+Where the episodes have cameras, the border walls' tops their first frames show are measured too
+(``border_tops``): what a session draws a border no frame showed at (``WallDetail.unseen_top``).
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ import torch
 from tqdm import tqdm
 
 from alaya.data.episodes import EpisodeDataset
+from alaya.data.start_frames import recorded_region
 from alaya.models.memory_geometry import camera_points
+from alaya.train.border_tops import border_tops
 from alaya.models.texture_tiles import LUMA
 from alaya.text.encoder import PromptEncoder
-from alaya.models.wall_detail import (WallDetail, WallDetailConfig, box_mean, facing_basis, material_pattern,
-                                      relative_detail)
+from alaya.models.wall_detail import WallDetail, WallDetailConfig, box_mean, facing_basis, relative_detail
+from alaya.models.wall_materials import material_pattern
 
 VERTICAL = 0.08          # |normal z| below this: a wall
 FLAT = 0.006             # metres: RMS distance of a window's points from its plane
@@ -55,6 +60,8 @@ class WallDetailFitConfig:
     seed: int = 0
     min_facing: int = 30                 # candidates a style needs for its walls' colour against facing
     materials: int = 48                  # material tiles kept (0: none): tiles whole, evenly lit
+    wall_margin: float = 0.6             # metres: the border walls beyond the players' region whose tops are
+                                         # measured (``border_tops``; a world model's ``memory_wall_margin``)
     progress: bool = True
     model: WallDetailConfig = None       # type: ignore[assignment]   (default WallDetailConfig())
 
@@ -65,6 +72,8 @@ class WallDetailFitConfig:
             raise ValueError(f"WallDetailFitConfig: every >= 1 and window >= 4 expected, got {self.every}, {self.window}")
         if not 0 < self.reach[0] < self.reach[1]:
             raise ValueError(f"WallDetailFitConfig.reach: 0 < near < far metres expected, got {self.reach!r}")
+        if not (np.isfinite(self.wall_margin) and self.wall_margin > 0):
+            raise ValueError(f"WallDetailFitConfig.wall_margin: metres > 0 expected, got {self.wall_margin!r}")
         if self.materials < 0:
             raise ValueError(f"WallDetailFitConfig.materials: >= 0 expected, got {self.materials}")
 
@@ -176,7 +185,10 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
         raise ValueError(f"{cfg.data}: {len(even)} evenly lit wall tiles of {len(tiles)} found, {cfg.materials} "
                          f"needed (record walls close up: alaya record game --wall-contact 1; or fewer materials)")
     chosen = representative(torch.stack(even), cfg.materials) if cfg.materials else []
-    model = WallDetail(dataclasses.replace(m, styles=len(fits), materials=cfg.materials))
+    region = recorded_region(ds, ("train", "val", "test"))
+    tops = border_tops(ds, ids, region[0], cfg.wall_margin, cfg.progress) if region is not None else {}
+    top_fields = {f"top_{k}": tops[k] for k in ("mean", "between", "within") if k in tops}
+    model = WallDetail(dataclasses.replace(m, styles=len(fits), materials=cfg.materials, **top_fields))
     model.set_tiles(detail, colours.mean((1, 2)))
     if cfg.materials:
         model.set_materials(torch.stack([even[i] for i in chosen]))
@@ -189,7 +201,7 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
               "evenly_lit": len(even), "materials": cfg.materials,
               "material_rms": float(model.materials.pow(2).mean().sqrt()) if cfg.materials else None,
               "detail_rms": float(detail.pow(2).mean().sqrt()),
-              "key_spread": [float(x) for x in model.keys.std(0)],
+              "key_spread": [float(x) for x in model.keys.std(0)], "border_tops": tops,
               "facing": {name: {"candidates": styles.count(name), "colour_rms": f[1], "residual_rms": f[2]}
                          for name, f in fits.items()}}
     return model, report

@@ -1,0 +1,123 @@
+"""Walls' materials: recorded close-up tiles of a wall's whole look (``material_pattern``), made
+to repeat in phase (``periodic_in_phase``), and looked up over a wall without a visible repeat
+(``scattered_lookup``).
+
+A tile spans 0.64 m (32 texels of 2 cm). Repeated as it is, a material whose look has no period
+of its own (marble's streaks, a plaster's blotches) shows the tile's largest features, a light and
+a dark patch, as a grid of soft bumps every 0.64 m, which no game wall shows. ``repeating_axes``
+tells which of a material's axes repeat (brick courses repeat up the wall and their joints along
+it; marble's streaks along neither), and ``scattered_lookup`` moves the tile by a random whole
+number of texels per 0.64 m cell along each axis that does not repeat, cross-fading neighbouring
+cells (smoothstep weights about the cells' centres, the blend divided by the root of the weights'
+sum of squares so that a zero-mean pattern keeps its strength where two unrelated copies meet).
+Courses and a checker keep their order; a streaked material no longer tiles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+MAX_PATTERN = 0.9                        # |material pattern| clip: a factor between 0.1 and 1.9
+PERIOD_RISE = 0.3                        # an axis repeats where its autocorrelation rises this much to a peak,
+SELF_MATCH = 0.9                         # ... or reaches this (a pattern the same all along an axis)
+
+
+def periodic_in_phase(tiles: torch.Tensor) -> torch.Tensor:
+    """(N, T, T) patterns made to repeat without seams and without fading: along each axis in turn,
+    a tile is cross-faded with itself moved by the shift (a quarter to half its size; a circular
+    shift by s matches as well as one by T - s) at which the moved copy best matches it, so that
+    courses or a checker whose period does not fit the tile are blended in phase and not cancelled
+    (the moved copy meets itself continuously at the borders; the weight rises from 0 there to 1
+    where the copy's own seam lies). The blend is divided by its expected spread,
+    ``sqrt(w^2 + (1-w)^2 + 2 w (1-w) rho)`` with ``rho`` the match (at least 0), so a pattern keeps
+    its strength whether the two copies agree or not."""
+    n = tiles.shape[-1]
+    shifts = torch.arange(n // 4, n // 2 + 1)
+    x = torch.arange(n, dtype=tiles.dtype)
+    for dim in (-1, -2):
+        moved = torch.stack([tiles.roll(int(s), dim) for s in shifts])                 # (S, N, T, T)
+        a = tiles - tiles.mean((-2, -1), keepdim=True)
+        b = moved - moved.mean((-2, -1), keepdim=True)
+        rho = (a * b).mean((-2, -1)) / (a.pow(2).mean((-2, -1)) * b.pow(2).mean((-2, -1))).sqrt().clamp_min(1e-12)
+        best = rho.argmax(0)                                                             # (N,)
+        shift, rho = shifts[best].to(tiles.dtype)[:, None], rho.gather(0, best[None])[0].clamp_min(0)[:, None]
+        w = torch.where(x <= shift, x / shift, (n - x) / (n - shift))                    # (N, T)
+        spread = (w ** 2 + (1 - w) ** 2 + 2 * w * (1 - w) * rho).sqrt()
+        w, spread = (w[:, None, :], spread[:, None, :]) if dim == -1 else (w[:, :, None], spread[:, :, None])
+        copy = moved[best, torch.arange(len(tiles))]
+        tiles = (w * tiles + (1 - w) * copy) / spread
+    return tiles
+
+
+def material_pattern(luma: torch.Tensor) -> torch.Tensor:
+    """(N, T, T) luminance tiles' pattern: over the tile's mean, less 1, made periodic in phase
+    (``periodic_in_phase``) and clipped."""
+    luma = luma.double()
+    relative = luma / luma.mean((1, 2), keepdim=True).clamp_min(1e-3) - 1
+    return periodic_in_phase(relative).clamp(-MAX_PATTERN, MAX_PATTERN).float()
+
+
+def repeating_axes(patterns: torch.Tensor) -> np.ndarray:
+    """(N, 2) bool, [along, up]: whether each pattern (N, T, T) (row 0 lowest) repeats along the wall
+    and up it, its circular autocorrelation along the axis rising by at least ``PERIOD_RISE`` from
+    its lowest (at shifts 1 .. the peak) to its peak at a shift of T/4 to T/2 (a smooth streak's
+    falls and stays low; courses' rise again at their period), or the peak at least ``SELF_MATCH``
+    (a pattern that is the same all along the axis, as level courses are along the wall)."""
+    t = patterns.double()
+    t = t - t.mean((-2, -1), keepdim=True)
+    power = t.pow(2).mean((-2, -1)).clamp_min(1e-12)
+    n = t.shape[-1]
+    out = np.zeros((len(t), 2), bool)
+    for k, dim in enumerate((-1, -2)):
+        rho = torch.stack([(t * t.roll(s, dim)).mean((-2, -1)) / power for s in range(1, n // 2 + 1)], 1)   # (N, n/2)
+        window = rho[:, n // 4 - 1:]
+        peak, at = window.max(1)
+        lowest = torch.stack([rho[i, :n // 4 + int(a)].min() for i, a in enumerate(at)])
+        out[:, k] = ((peak - lowest >= PERIOD_RISE) | (peak >= SELF_MATCH)).numpy()
+    return out
+
+
+def bilinear_tiled(tile: np.ndarray, fu: np.ndarray, fz: np.ndarray) -> np.ndarray:
+    """(n,) ``tile`` (T, T) (row 0 lowest, repeating) at texel coordinates ``fu``, ``fz`` (n,) (texel
+    (i, j) spans [j, j + 1) x [i, i + 1)), interpolated bilinearly between texel centres."""
+    T = tile.shape[-1]
+    fu, fz = fu - 0.5, fz - 0.5
+    u0, z0 = np.floor(fu), np.floor(fz)
+    wu, wz = fu - u0, fz - z0
+    iu, iz = u0.astype(np.int64) % T, z0.astype(np.int64) % T
+    ju, jz = (iu + 1) % T, (iz + 1) % T
+    return ((1 - wz) * ((1 - wu) * tile[iz, iu] + wu * tile[iz, ju]) + wz * ((1 - wu) * tile[jz, iu] + wu * tile[jz, ju]))
+
+
+def cell_offsets(key: int, cu: np.ndarray, cz: np.ndarray, T: int) -> tuple[np.ndarray, np.ndarray]:
+    """Whole-texel offsets (0 .. T - 1) along and up of the cells ``cu``, ``cz`` (n,) int64, a hash of
+    the cell and ``key`` (the same cell always moves the same way)."""
+    h = (cu * 73856093) ^ (cz * 19349663) ^ np.int64(key * 83492791 + 1)
+    h = (h ^ (h >> 13)) * 1274126177
+    h = h ^ (h >> 16)
+    return h % T, (h >> 8) % T
+
+
+def smoothstep(x: np.ndarray) -> np.ndarray:
+    return x * x * (3 - 2 * x)
+
+
+def scattered_lookup(tile: np.ndarray, fu: np.ndarray, fz: np.ndarray, repeats: np.ndarray, key: int) -> np.ndarray:
+    """(n,) the zero-mean pattern ``tile`` (T, T) at texel coordinates ``fu``, ``fz`` (n,), moved per
+    cell of T x T texels by ``cell_offsets`` along each axis that does not repeat (``repeats``
+    (2,) bool, [along, up]), cells cross-faded; a pattern that repeats both ways is looked up tiled."""
+    if repeats.all():
+        return bilinear_tiled(tile, fu, fz)
+    T = tile.shape[-1]
+    cu, cz = fu / T - 0.5, fz / T - 0.5                  # cell centres at whole numbers
+    i0, j0 = np.floor(cu).astype(np.int64), np.floor(cz).astype(np.int64)
+    a, b = smoothstep(cu - i0), smoothstep(cz - j0)
+    total, weights = np.zeros_like(fu), np.zeros_like(fu)
+    for di in (0, 1):
+        for dj in (0, 1):
+            w = (a if di else 1 - a) * (b if dj else 1 - b)
+            ou, oz = cell_offsets(key, i0 + di, j0 + dj, T)
+            total += w * bilinear_tiled(tile, fu + np.where(repeats[0], 0, ou), fz + np.where(repeats[1], 0, oz))
+            weights += w * w
+    return total / np.sqrt(weights)
