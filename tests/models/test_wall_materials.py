@@ -161,22 +161,41 @@ def smooth_noise(seed: int, n: int = 32, blur: int = 4) -> torch.Tensor:
 
 
 def test_a_material_without_a_period_is_scattered_and_courses_keep_their_order():
-    from alaya.models.wall_materials import repeating_axes, scattered_lookup
+    from alaya.models.wall_materials import repeating_axes, scattered_tile
     rows = torch.arange(32, dtype=torch.float64)
     courses = (0.2 * torch.sign(torch.sin(2 * math.pi * (rows + 0.5) / 8)))[:, None].expand(32, 32)[None]
     checker = torch.from_numpy(np.indices((32, 32)).sum(0) // 4 % 2 * 0.4 - 0.2)[None]
     noise = smooth_noise(0)
     assert repeating_axes(torch.cat([courses, checker, noise])).tolist() == [[True, True], [True, True], [False, False]]
-    u, z = np.meshgrid(np.arange(0, 160) + 0.25, np.arange(0, 96) + 0.25)    # texels: 5 x 3 tiles
-    fu, fz = u.ravel(), z.ravel()
-    tiled = scattered_lookup(noise[0].numpy(), fu, fz, np.array([True, True]), 7).reshape(u.shape)
-    scattered = scattered_lookup(noise[0].numpy(), fu, fz, np.array([False, False]), 7).reshape(u.shape)
-    np.testing.assert_allclose(tiled[:, :32], tiled[:, 32:64], atol=1e-9)      # as it was: a repeat every tile
-    assert np.abs(scattered[:, :32] - scattered[:, 32:64]).mean() > 0.5 * np.abs(scattered).mean()   # no longer
-    assert float(scattered.std()) == pytest.approx(float(tiled.std()), rel=0.25)   # the same strength
-    steps = np.abs(np.diff(scattered, axis=1))
-    assert steps.max() < 3 * np.abs(np.diff(tiled, axis=1)).max()              # no seam where cells meet
-    np.testing.assert_array_equal(scattered, scattered_lookup(noise[0].numpy(), fu, fz, np.array([False, False]), 7)
-                                  .reshape(u.shape))                            # the same wall every frame
-    kept = scattered_lookup(courses[0].numpy(), fu, fz, np.array([True, True]), 7).reshape(u.shape)
-    assert np.allclose(kept, kept[:, :1])                                      # still level courses
+    tile = noise[0].numpy()
+    scattered = scattered_tile(tile, np.array([False, False]), 7)
+    assert scattered.shape == (128, 128)
+    assert np.abs(scattered[:, :32] - scattered[:, 32:64]).mean() > 0.5 * np.abs(tile).mean()   # no repeat every tile
+    assert float(scattered.std()) == pytest.approx(float(tile.std()), rel=0.25)   # the same strength
+    wrapped = np.concatenate([scattered, scattered], 1)                          # repeats at 4 tiles, no seam there
+    assert np.abs(np.diff(wrapped, axis=1)).max() < 3 * np.abs(np.diff(np.tile(tile, (1, 2)), axis=1)).max()
+    np.testing.assert_array_equal(scattered, scattered_tile(tile, np.array([False, False]), 7))   # the same every time
+    assert np.abs(scattered - scattered_tile(tile, np.array([False, False]), 8)).mean() > 0.5 * np.abs(tile).mean()
+    along = scattered_tile(courses[0].numpy(), np.array([False, True]), 7)      # moved along, never up
+    assert np.allclose(along, along[:, :1])                                     # still level courses
+    assert scattered_tile(checker[0].numpy(), np.array([True, True]), 7) is not None
+    np.testing.assert_array_equal(scattered_tile(checker[0].numpy(), np.array([True, True]), 7), checker[0].numpy())
+
+
+def test_a_session_draws_a_streaked_material_without_a_grid(materials):
+    """A wall detail whose material is a streaked grain: drawn over a wall 2.56 m wide, a 0.64 m
+    tile no longer repeats; the courses still do."""
+    c = WallDetailConfig(tiles=2, tile=32, texel=0.02, levels=3, materials=2, material_levels=3)
+    model = WallDetail(c)
+    model.set_tiles(torch.zeros(2, 32, 32), torch.tensor([[0.7, 0.3, 0.2], [0.6, 0.6, 0.6]]))
+    k = torch.arange(32)
+    courses = torch.where((k // 4) % 2 == 0, 0.4, 0.6)[:, None].expand(32, 32)
+    model.set_materials(torch.stack([courses, 0.5 * (1 + smooth_noise(1)[0].float())]).contiguous())
+    u, z = np.meshgrid(np.arange(0, 2.56, 0.02) + 0.01, np.arange(0, 0.64, 0.02) + 0.01)
+    one = np.full(u.size, c.texel)
+    streaks = model.material_at(1, u.ravel(), z.ravel(), one).reshape(u.shape)
+    assert np.abs(streaks[:, :32] - streaks[:, 32:64]).mean() > 0.3 * np.abs(streaks).mean()
+    np.testing.assert_allclose(streaks, model.material_at(1, u.ravel() + 2.56, z.ravel(), one).reshape(u.shape),
+                               atol=1e-5)
+    level = model.material_at(0, u.ravel(), z.ravel(), one).reshape(u.shape)
+    np.testing.assert_allclose(level[:, :32], level[:, 32:64], atol=1e-5)

@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from alaya.models.wall_materials import MAX_PATTERN, material_pattern, repeating_axes, scattered_lookup
+from alaya.models.wall_materials import bilinear_tiled, material_pattern, repeating_axes, scattered_tile
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
 WALL_DETAIL_DIR = "wall_detail"          # a world model's wall detail, inside its folder
@@ -175,7 +175,9 @@ class WallDetail(nn.Module):
     """``tiles`` (tiles, tile, tile): each tile's detail, periodic; ``keys`` (tiles, 3): each tile's
     mean colour in [0, 1]; ``style_keys`` (styles, text_dim) and ``facing`` (styles, 3, 3): each
     recorded style's key and ``FacingColour``; ``materials`` (materials, tile, tile): walls' whole
-    patterns (``material_pattern``). The footprint levels are made from the tiles when first looked up."""
+    patterns (``material_pattern``) and ``material_repeats`` (materials, 2): 1 along each axis
+    [along, up] where the recorded tile repeats (``repeating_axes``). The footprint levels are made
+    from the tiles when first looked up."""
 
     def __init__(self, config: WallDetailConfig | None = None) -> None:
         super().__init__()
@@ -189,11 +191,11 @@ class WallDetail(nn.Module):
             self.style_keys, self.facing = torch.zeros(0, c.text_dim), torch.zeros(0, 3, 3)
         if c.materials:                   # (nor one saved without materials)
             self.register_buffer("materials", torch.zeros(c.materials, c.tile, c.tile))
+            self.register_buffer("material_repeats", torch.ones(c.materials, 2))
         else:
-            self.materials = torch.zeros(0, c.tile, c.tile)
+            self.materials, self.material_repeats = torch.zeros(0, c.tile, c.tile), torch.ones(0, 2)
         self._numpy: tuple[np.ndarray, np.ndarray] | None = None
-        self._material_levels: np.ndarray | None = None
-        self._material_repeats: np.ndarray | None = None
+        self._material_levels: dict[int, np.ndarray] = {}
 
     def set_tiles(self, detail: torch.Tensor, keys: torch.Tensor) -> None:
         """Take ``detail`` (tiles, tile, tile), each tile's detail (``relative_detail``), and ``keys``
@@ -221,33 +223,32 @@ class WallDetail(nn.Module):
 
     def set_materials(self, luma: torch.Tensor) -> None:
         """Take ``luma`` (materials, tile, tile): walls' luminance, row 0 lowest;
-        their patterns are kept (``material_pattern``)."""
+        their patterns are kept (``material_pattern``), and along which axes each repeats
+        (``repeating_axes`` of the tile as recorded: making it periodic puts a repeat into any tile)."""
         c = self.config
         if tuple(luma.shape) != (c.materials, c.tile, c.tile):
             raise ValueError(f"luma: expected {(c.materials, c.tile, c.tile)}, got {tuple(luma.shape)}")
         if not (torch.isfinite(luma).all() and (luma >= 0).all()):
             raise ValueError("luma: must be finite and >= 0")
         self.materials.copy_(material_pattern(luma))
-        self._material_levels = None
+        relative = luma.double() / luma.double().mean((1, 2), keepdim=True).clamp_min(1e-3) - 1
+        self.material_repeats.copy_(torch.from_numpy(repeating_axes(relative)).float())
+        self._material_levels = {}
 
     def material_at(self, material: int, u, z, pixel_metres) -> np.ndarray:
         """(n,) the pattern of ``material`` (a factor less 1) at ``u``, ``z`` (n,) metres along and up
         a wall, for pixels each spanning ``pixel_metres`` (n,) there: the box level nearest a pixel's
         width, interpolated bilinearly between its texels, tiled along the axes it repeats along and
-        scattered along the others (``scattered_lookup``)."""
+        scattered along the others (``scattered_tile``)."""
         c = self.config
         u, z, pixel_metres = wall_lookup(material, c.materials, "material", u, z, pixel_metres)
-        if self._material_levels is None:
-            self._material_levels = footprint_levels(self.materials, c.material_levels)
-            self._material_repeats = repeating_axes(self.materials)
-        levels = self._material_levels[material]
+        levels = self._material_levels.get(material)
+        if levels is None:                 # made once per material drawn
+            repeats = self.material_repeats[material].numpy() > 0.5
+            tile = scattered_tile(self.materials[material].double().numpy(), repeats, material)
+            levels = self._material_levels[material] = footprint_levels(torch.from_numpy(tile)[None], c.material_levels)[0]
         level = footprint_level(pixel_metres, c.texel, c.material_levels)
-        fu, fz = np.nan_to_num(u) / c.texel, np.nan_to_num(z) / c.texel
-        out = np.zeros_like(fu)
-        for k in np.unique(level):
-            at = level == k
-            out[at] = scattered_lookup(levels[k], fu[at], fz[at], self._material_repeats[material], material)
-        return out
+        return bilinear_tiled(levels, level, np.nan_to_num(u) / c.texel, np.nan_to_num(z) / c.texel)
 
     def facing_for(self, style) -> FacingColour | None:
         """The ``FacingColour`` of the recorded style nearest a prompt's embedding ``style`` (text_dim,),
@@ -312,5 +313,5 @@ class WallDetail(nn.Module):
     @classmethod
     def from_pretrained(cls, folder) -> WallDetail:
         model = from_pretrained(cls, WallDetailConfig, folder).eval()
-        model._numpy = model._material_levels = None       # the levels of the loaded tiles
+        model._numpy, model._material_levels = None, {}      # the levels of the loaded tiles
         return model

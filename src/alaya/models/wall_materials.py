@@ -1,16 +1,17 @@
 """Walls' materials: recorded close-up tiles of a wall's whole look (``material_pattern``), made
 to repeat in phase (``periodic_in_phase``), and looked up over a wall without a visible repeat
-(``scattered_lookup``).
+(``scattered_tile``).
 
 A tile spans 0.64 m (32 texels of 2 cm). Repeated as it is, a material whose look has no period
 of its own (marble's streaks, a plaster's blotches) shows the tile's largest features, a light and
 a dark patch, as a grid of soft bumps every 0.64 m, which no game wall shows. ``repeating_axes``
 tells which of a material's axes repeat (brick courses repeat up the wall and their joints along
-it; marble's streaks along neither), and ``scattered_lookup`` moves the tile by a random whole
-number of texels per 0.64 m cell along each axis that does not repeat, cross-fading neighbouring
-cells (smoothstep weights about the cells' centres, the blend divided by the root of the weights'
-sum of squares so that a zero-mean pattern keeps its strength where two unrelated copies meet).
-Courses and a checker keep their order; a streaked material no longer tiles.
+it; marble's streaks along neither), and ``scattered_tile`` lays the tile over 4 x 4 cells, each
+moved by a random whole number of texels along each axis that does not repeat, neighbouring cells
+cross-faded (smoothstep weights about the cells' centres, the blend divided by its expected
+spread given how alike the moved copies are, so that the pattern keeps its strength where they meet). The cells wrap, so the 2.56 m result repeats without a seam, at four times the distance,
+and is looked up as cheaply as the tile. Courses and a checker keep their order; a streaked
+material no longer shows a grid.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 MAX_PATTERN = 0.9                        # |material pattern| clip: a factor between 0.1 and 1.9
 PERIOD_RISE = 0.3                        # an axis repeats where its autocorrelation rises this much to a peak,
 SELF_MATCH = 0.9                         # ... or reaches this (a pattern the same all along an axis)
+SCATTER_CELLS = 4                        # a scattered material repeats every 4 x 4 tiles (2.56 m)
 
 
 def periodic_in_phase(tiles: torch.Tensor) -> torch.Tensor:
@@ -78,21 +80,23 @@ def repeating_axes(patterns: torch.Tensor) -> np.ndarray:
     return out
 
 
-def bilinear_tiled(tile: np.ndarray, fu: np.ndarray, fz: np.ndarray) -> np.ndarray:
-    """(n,) ``tile`` (T, T) (row 0 lowest, repeating) at texel coordinates ``fu``, ``fz`` (n,) (texel
-    (i, j) spans [j, j + 1) x [i, i + 1)), interpolated bilinearly between texel centres."""
-    T = tile.shape[-1]
+def bilinear_tiled(tiles: np.ndarray, level: np.ndarray, fu: np.ndarray, fz: np.ndarray) -> np.ndarray:
+    """(n,) ``tiles`` (L, S, S) (row 0 lowest, repeating), each point's ``level`` (n,), at texel
+    coordinates ``fu``, ``fz`` (n,) (texel (i, j) spans [j, j + 1) x [i, i + 1)), interpolated
+    bilinearly between texel centres."""
+    S = tiles.shape[-1]
     fu, fz = fu - 0.5, fz - 0.5
     u0, z0 = np.floor(fu), np.floor(fz)
     wu, wz = fu - u0, fz - z0
-    iu, iz = u0.astype(np.int64) % T, z0.astype(np.int64) % T
-    ju, jz = (iu + 1) % T, (iz + 1) % T
-    return ((1 - wz) * ((1 - wu) * tile[iz, iu] + wu * tile[iz, ju]) + wz * ((1 - wu) * tile[jz, iu] + wu * tile[jz, ju]))
+    iu, iz = u0.astype(np.int64) % S, z0.astype(np.int64) % S
+    ju, jz = (iu + 1) % S, (iz + 1) % S
+    return ((1 - wz) * ((1 - wu) * tiles[level, iz, iu] + wu * tiles[level, iz, ju])
+            + wz * ((1 - wu) * tiles[level, jz, iu] + wu * tiles[level, jz, ju]))
 
 
 def cell_offsets(key: int, cu: np.ndarray, cz: np.ndarray, T: int) -> tuple[np.ndarray, np.ndarray]:
-    """Whole-texel offsets (0 .. T - 1) along and up of the cells ``cu``, ``cz`` (n,) int64, a hash of
-    the cell and ``key`` (the same cell always moves the same way)."""
+    """Whole-texel offsets (0 .. T - 1) along and up of the cells ``cu``, ``cz`` (int64 arrays), a
+    hash of the cell and ``key``."""
     h = (cu * 73856093) ^ (cz * 19349663) ^ np.int64(key * 83492791 + 1)
     h = (h ^ (h >> 13)) * 1274126177
     h = h ^ (h >> 16)
@@ -103,21 +107,33 @@ def smoothstep(x: np.ndarray) -> np.ndarray:
     return x * x * (3 - 2 * x)
 
 
-def scattered_lookup(tile: np.ndarray, fu: np.ndarray, fz: np.ndarray, repeats: np.ndarray, key: int) -> np.ndarray:
-    """(n,) the zero-mean pattern ``tile`` (T, T) at texel coordinates ``fu``, ``fz`` (n,), moved per
-    cell of T x T texels by ``cell_offsets`` along each axis that does not repeat (``repeats``
-    (2,) bool, [along, up]), cells cross-faded; a pattern that repeats both ways is looked up tiled."""
+def scattered_tile(tile: np.ndarray, repeats: np.ndarray, key: int, cells: int = SCATTER_CELLS) -> np.ndarray:
+    """(cells * T, cells * T) the zero-mean pattern ``tile`` (T, T) (row 0 lowest) laid over
+    ``cells`` x ``cells`` cells of T x T texels, each moved by ``cell_offsets`` along the axes
+    that do not repeat (``repeats`` (2,) bool, [along, up]), neighbouring cells cross-faded
+    (smoothstep weights about the cells' centres; the blend divided by its expected spread,
+    ``sqrt(sum_ij w_i w_j rho(o_i - o_j))`` with ``rho`` the tile's circular autocorrelation at
+    the cells' offsets' difference, so that it keeps its strength whether the copies agree or not);
+    the cells wrap, so the result repeats without a seam. ``tile`` itself where it repeats both ways."""
     if repeats.all():
-        return bilinear_tiled(tile, fu, fz)
+        return tile
     T = tile.shape[-1]
+    fz, fu = np.meshgrid(np.arange(cells * T) + 0.5, np.arange(cells * T) + 0.5, indexing="ij")
     cu, cz = fu / T - 0.5, fz / T - 0.5                  # cell centres at whole numbers
     i0, j0 = np.floor(cu).astype(np.int64), np.floor(cz).astype(np.int64)
     a, b = smoothstep(cu - i0), smoothstep(cz - j0)
-    total, weights = np.zeros_like(fu), np.zeros_like(fu)
+    power = float((tile * tile).mean())
+    if power <= 0:
+        return tile
+    match = np.fft.ifft2(np.abs(np.fft.fft2(tile)) ** 2).real / tile.size / power     # (T, T) the tile against itself moved
+    zero = np.zeros(fu.shape, np.int64)
+    total, cells_at = np.zeros_like(fu), []
     for di in (0, 1):
         for dj in (0, 1):
             w = (a if di else 1 - a) * (b if dj else 1 - b)
-            ou, oz = cell_offsets(key, i0 + di, j0 + dj, T)
-            total += w * bilinear_tiled(tile, fu + np.where(repeats[0], 0, ou), fz + np.where(repeats[1], 0, oz))
-            weights += w * w
-    return total / np.sqrt(weights)
+            ou, oz = cell_offsets(key, (i0 + di) % cells, (j0 + dj) % cells, T)
+            ou, oz = (zero if repeats[0] else ou), (zero if repeats[1] else oz)
+            total += w * bilinear_tiled(tile[None], zero, fu + ou, fz + oz)
+            cells_at.append((w, ou, oz))
+    spread = sum(wi * wj * match[(zi - zj) % T, (ui - uj) % T] for wi, ui, zi in cells_at for wj, uj, zj in cells_at)
+    return (total / np.sqrt(np.maximum(spread, 1e-6))).astype(tile.dtype)
