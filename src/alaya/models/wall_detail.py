@@ -52,7 +52,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from alaya.models.wall_materials import bilinear_tiled, material_pattern, repeating_axes, scattered_tile
+from alaya.models.wall_materials import (bilinear_tiled, material_pattern, relative_luma, repeating_axes,
+                                         scattered_tile)
 from alaya.nn.pretrained import from_pretrained, save_pretrained
 
 WALL_DETAIL_DIR = "wall_detail"          # a world model's wall detail, inside its folder
@@ -231,8 +232,7 @@ class WallDetail(nn.Module):
         if not (torch.isfinite(luma).all() and (luma >= 0).all()):
             raise ValueError("luma: must be finite and >= 0")
         self.materials.copy_(material_pattern(luma))
-        relative = luma.double() / luma.double().mean((1, 2), keepdim=True).clamp_min(1e-3) - 1
-        self.material_repeats.copy_(torch.from_numpy(repeating_axes(relative)).float())
+        self.material_repeats.copy_(torch.from_numpy(repeating_axes(relative_luma(luma))).float())
         self._material_levels = {}
 
     def material_at(self, material: int, u, z, pixel_metres) -> np.ndarray:

@@ -9,7 +9,8 @@ tells which of a material's axes repeat (brick courses repeat up the wall and th
 it; marble's streaks along neither), and ``scattered_tile`` lays the tile over 4 x 4 cells, each
 moved by a random whole number of texels along each axis that does not repeat, neighbouring cells
 cross-faded (smoothstep weights about the cells' centres, the blend divided by its expected
-spread given how alike the moved copies are, so that the pattern keeps its strength where they meet). The cells wrap, so the 2.56 m result repeats without a seam, at four times the distance,
+spread given how alike the moved copies are, so that the pattern keeps its strength where they
+meet). The cells wrap, so the 2.56 m result repeats without a seam, at four times the distance,
 and is looked up as cheaply as the tile. Courses and a checker keep their order; a streaked
 material no longer shows a grid.
 """
@@ -52,12 +53,16 @@ def periodic_in_phase(tiles: torch.Tensor) -> torch.Tensor:
     return tiles
 
 
-def material_pattern(luma: torch.Tensor) -> torch.Tensor:
-    """(N, T, T) luminance tiles' pattern: over the tile's mean, less 1, made periodic in phase
-    (``periodic_in_phase``) and clipped."""
+def relative_luma(luma: torch.Tensor) -> torch.Tensor:
+    """(N, T, T) float64: luminance tiles over each tile's mean, less 1."""
     luma = luma.double()
-    relative = luma / luma.mean((1, 2), keepdim=True).clamp_min(1e-3) - 1
-    return periodic_in_phase(relative).clamp(-MAX_PATTERN, MAX_PATTERN).float()
+    return luma / luma.mean((1, 2), keepdim=True).clamp_min(1e-3) - 1
+
+
+def material_pattern(luma: torch.Tensor) -> torch.Tensor:
+    """(N, T, T) luminance tiles' pattern: ``relative_luma`` made periodic in phase
+    (``periodic_in_phase``) and clipped."""
+    return periodic_in_phase(relative_luma(luma)).clamp(-MAX_PATTERN, MAX_PATTERN).float()
 
 
 def repeating_axes(patterns: torch.Tensor) -> np.ndarray:
