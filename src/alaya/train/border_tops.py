@@ -22,7 +22,7 @@ from alaya.models.memory_geometry import camera_points
 from alaya.models.region_walls import RegionWalls
 
 
-def first_frame_points(depth: np.ndarray, K: np.ndarray, world_to_camera: np.ndarray) -> np.ndarray:
+def frame_points(depth: np.ndarray, K: np.ndarray, world_to_camera: np.ndarray) -> np.ndarray:
     """(3, N) world points of a frame's ``depth`` (H, W) metres along the view axis (0: the sky,
     left out), its ``K`` (3, 3) and ``world_to_camera`` (4, 4)."""
     depth = np.nan_to_num(np.asarray(depth, np.float64))
@@ -62,7 +62,7 @@ def border_tops(ds: EpisodeDataset, ids: list[str], region: WalkableRegion, marg
         ep = ds.load(eid)
         if not all(k in ep for k in ("depth", "K", "world_to_camera")):
             continue
-        tops = walls.seen_tops(first_frame_points(ep["depth"][0], ep["K"], ep["world_to_camera"][0]))
+        tops = walls.seen_tops(frame_points(ep["depth"][0], ep["K"], ep["world_to_camera"][0]))
         groups.append(np.array([t for t in tops if t is not None]))
     report = {"episodes": len(groups), "tops": int(sum(len(g) for g in groups))}
     try:
