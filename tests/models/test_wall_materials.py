@@ -3,6 +3,7 @@ tiles made to repeat in phase at full strength, chosen to span the recorded wall
 only where evenly lit; looked up tiled, interpolated near and averaged far; and drawn on a border
 no frame showed, picked per wall by the session's seed."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -185,14 +186,20 @@ def test_a_material_without_a_period_is_scattered_and_courses_keep_their_order()
 def test_a_session_draws_a_streaked_material_without_a_grid(materials):
     """A wall detail whose material is a streaked grain: drawn over a wall 2.56 m wide, a 0.64 m
     tile no longer repeats; the courses still do."""
-    c = WallDetailConfig(tiles=2, tile=32, texel=0.02, levels=3, materials=2, material_levels=3)
-    model = WallDetail(c)
-    model.set_tiles(torch.zeros(2, 32, 32), torch.tensor([[0.7, 0.3, 0.2], [0.6, 0.6, 0.6]]))
+    c = WallDetailConfig(tiles=2, tile=32, texel=0.02, levels=3, materials=2, material_levels=3, scatter=True)
     k = torch.arange(32)
     courses = torch.where((k // 4) % 2 == 0, 0.4, 0.6)[:, None].expand(32, 32)
-    model.set_materials(torch.stack([courses, 0.5 * (1 + smooth_noise(1)[0].float())]).contiguous())
+    luma = torch.stack([courses, 0.5 * (1 + smooth_noise(1)[0].float())]).contiguous()
     u, z = np.meshgrid(np.arange(0, 2.56, 0.02) + 0.01, np.arange(0, 0.64, 0.02) + 0.01)
     one = np.full(u.size, c.texel)
+    old = WallDetail(dataclasses.replace(c, scatter=False))              # a folder saved before: tiled
+    old.set_materials(luma)
+    tiled = old.material_at(1, u.ravel(), z.ravel(), one).reshape(u.shape)
+    np.testing.assert_allclose(tiled[:, :32], tiled[:, 32:64], atol=1e-5)
+    model = WallDetail(c)
+    model.set_tiles(torch.zeros(2, 32, 32), torch.tensor([[0.7, 0.3, 0.2], [0.6, 0.6, 0.6]]))
+    model.set_materials(luma)
+    assert model.material_repeats.tolist() == [[1.0, 1.0], [0.0, 0.0]]
     streaks = model.material_at(1, u.ravel(), z.ravel(), one).reshape(u.shape)
     assert np.abs(streaks[:, :32] - streaks[:, 32:64]).mean() > 0.3 * np.abs(streaks).mean()
     np.testing.assert_allclose(streaks, model.material_at(1, u.ravel() + 2.56, z.ravel(), one).reshape(u.shape),

@@ -73,6 +73,8 @@ class WallDetailConfig:
     text_dim: int = 384                  # ... keyed by their phrasings' embedding
     materials: int = 0                   # material tiles kept (0: none), ``tile`` x ``tile`` texels of ``texel``
     material_levels: int = 5             # ... their footprint filters: boxes of 1, 2, 4, ... texels
+    scatter: bool = False                # ... those without a period drawn scattered (``material_repeats``
+                                         # kept; a folder saved before it draws every material tiled)
     top_mean: float = 0.0                # metres: the recorded border walls' mean top (0: none recorded)
     top_between: float = 0.0             # m²: the variance of the recorded worlds' mean tops ...
     top_within: float = 0.0              # m²: ... and of the tops within one world
@@ -192,9 +194,12 @@ class WallDetail(nn.Module):
             self.style_keys, self.facing = torch.zeros(0, c.text_dim), torch.zeros(0, 3, 3)
         if c.materials:                   # (nor one saved without materials)
             self.register_buffer("materials", torch.zeros(c.materials, c.tile, c.tile))
-            self.register_buffer("material_repeats", torch.ones(c.materials, 2))
         else:
-            self.materials, self.material_repeats = torch.zeros(0, c.tile, c.tile), torch.ones(0, 2)
+            self.materials = torch.zeros(0, c.tile, c.tile)
+        if c.materials and c.scatter:
+            self.register_buffer("material_repeats", torch.ones(c.materials, 2))
+        else:                             # every material repeats: drawn tiled
+            self.material_repeats = torch.ones(c.materials, 2)
         self._numpy: tuple[np.ndarray, np.ndarray] | None = None
         self._material_levels: dict[int, np.ndarray] = {}
 
@@ -232,7 +237,8 @@ class WallDetail(nn.Module):
         if not (torch.isfinite(luma).all() and (luma >= 0).all()):
             raise ValueError("luma: must be finite and >= 0")
         self.materials.copy_(material_pattern(luma))
-        self.material_repeats.copy_(torch.from_numpy(repeating_axes(relative_luma(luma))).float())
+        if c.scatter:
+            self.material_repeats.copy_(torch.from_numpy(repeating_axes(relative_luma(luma))).float())
         self._material_levels = {}
 
     def material_at(self, material: int, u, z, pixel_metres) -> np.ndarray:

@@ -188,7 +188,8 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
     region = recorded_region(ds, ("train", "val", "test"))
     tops = border_tops(ds, ids, region[0], cfg.wall_margin, cfg.progress) if region is not None else {}
     top_fields = {f"top_{k}": tops[k] for k in ("mean", "between", "within") if k in tops}
-    model = WallDetail(dataclasses.replace(m, styles=len(fits), materials=cfg.materials, **top_fields))
+    model = WallDetail(dataclasses.replace(m, styles=len(fits), materials=cfg.materials, scatter=cfg.materials > 0,
+                                           **top_fields))
     model.set_tiles(detail, colours.mean((1, 2)))
     if cfg.materials:
         model.set_materials(torch.stack([even[i] for i in chosen]))
