@@ -124,7 +124,8 @@ def test_border_tops_are_measured_from_each_episodes_first_frame(tmp_path):
     write_meta(tmp_path, meta)
     ds = EpisodeDataset(tmp_path)
     region = WalkableRegion.from_cameras(np.concatenate([ds.load(e)["world_to_camera"] for e in ds.ids()]))
-    report = border_tops(ds, ds.ids(), region, MARGIN, progress=False)
+    report = border_tops([(ep["depth"][0], ep["K"], ep["world_to_camera"][0]) for ep in map(ds.load, ds.ids())],
+                         region, MARGIN)
     assert report["episodes"] == 8 and report["tops"] == 16
     assert report["mean"] == pytest.approx(np.mean(seen), abs=0.15)       # (a 95th percentile: a little low)
     assert report["within"] > report["between"]

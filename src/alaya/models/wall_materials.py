@@ -119,17 +119,16 @@ def scattered_tile(tile: np.ndarray, repeats: np.ndarray, key: int, cells: int =
     (smoothstep weights about the cells' centres; the blend divided by its expected spread,
     ``sqrt(sum_ij w_i w_j rho(o_i - o_j))`` with ``rho`` the tile's circular autocorrelation at
     the cells' offsets' difference, so that it keeps its strength whether the copies agree or not);
-    the cells wrap, so the result repeats without a seam. ``tile`` itself where it repeats both ways."""
-    if repeats.all():
+    the cells wrap, so the result repeats without a seam. ``tile`` itself where it repeats both ways
+    (or is flat)."""
+    power = float((tile * tile).mean())
+    if repeats.all() or power <= 0:
         return tile
     T = tile.shape[-1]
     fz, fu = np.meshgrid(np.arange(cells * T) + 0.5, np.arange(cells * T) + 0.5, indexing="ij")
     cu, cz = fu / T - 0.5, fz / T - 0.5                  # cell centres at whole numbers
     i0, j0 = np.floor(cu).astype(np.int64), np.floor(cz).astype(np.int64)
     a, b = smoothstep(cu - i0), smoothstep(cz - j0)
-    power = float((tile * tile).mean())
-    if power <= 0:
-        return tile
     match = np.fft.ifft2(np.abs(np.fft.fft2(tile)) ** 2).real / tile.size / power     # (T, T) the tile against itself moved
     zero = np.zeros(fu.shape, np.int64)
     total, cells_at = np.zeros_like(fu), []

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from alaya.data.episodes import EpisodeDataset
 from alaya.data.walkable_region import WalkableRegion
 from alaya.models.memory_geometry import camera_points
 from alaya.models.region_walls import RegionWalls
@@ -48,21 +47,16 @@ def variance_components(groups: list[np.ndarray]) -> tuple[float, float, float]:
     return float(values.mean()), between, within
 
 
-def border_tops(ds: EpisodeDataset, ids: list[str], region: WalkableRegion, margin: float,
-                progress: bool = True) -> dict:
-    """The border tops the first frames of episodes ``ids`` of ``ds`` show (walls ``margin``
-    metres beyond ``region``'s edges): {"episodes", "tops" (how many), "mean", "between",
-    "within"} (``variance_components``, metres and m²), or {"episodes", "tops"} alone where too
-    few walls were seen to tell."""
-    from tqdm import tqdm
-
+def border_tops(first_frames: list[tuple[np.ndarray, np.ndarray, np.ndarray]], region: WalkableRegion,
+                margin: float) -> dict:
+    """The border tops episodes' first frames show, each frame (depth (H, W) metres along the view
+    axis, K (3, 3), world_to_camera (4, 4)) one world (walls ``margin`` metres beyond ``region``'s
+    edges): {"episodes", "tops" (how many), "mean", "between", "within"} (``variance_components``,
+    metres and m²), or {"episodes", "tops"} alone where too few walls were seen to tell."""
     walls = RegionWalls(region, margin)
     groups = []
-    for eid in tqdm(ids, desc="border tops", unit="episode", disable=not progress):
-        ep = ds.load(eid)
-        if not all(k in ep for k in ("depth", "K", "world_to_camera")):
-            continue
-        tops = walls.seen_tops(frame_points(ep["depth"][0], ep["K"], ep["world_to_camera"][0]))
+    for depth, K, world_to_camera in first_frames:
+        tops = walls.seen_tops(frame_points(depth, K, world_to_camera))
         groups.append(np.array([t for t in tops if t is not None]))
     report = {"episodes": len(groups), "tops": int(sum(len(g) for g in groups))}
     try:

@@ -153,12 +153,13 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
     if not ids:
         raise ValueError(f"{cfg.data}: no episodes")
     m = cfg.model
-    tiles, facings, styles, searched = [], [], [], 0
+    tiles, facings, styles, searched, first_frames = [], [], [], 0, []
     for eid in tqdm(ids, desc="wall tiles", unit="episode", disable=not cfg.progress):
         ep = ds.load(eid)
         for name in ("depth", "K", "world_to_camera"):
             if name not in ep:
                 raise ValueError(f"{ds.path(eid)}: no {name!r} (wall detail needs depth and cameras: alaya record game)")
+        first_frames.append((ep["depth"][0], ep["K"], ep["world_to_camera"][0]))    # (for the border tops)
         rgb = ep["rgb"] if ep["rgb"].ndim == 5 else ep["rgb"][None]
         names = [str(n) for n in ep["styles"]]
         for t in range(0, ep["depth"].shape[0], cfg.every):
@@ -186,7 +187,7 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
                          f"needed (record walls close up: alaya record game --wall-contact 1; or fewer materials)")
     chosen = representative(torch.stack(even), cfg.materials) if cfg.materials else []
     region = recorded_region(ds, ("train", "val", "test"))
-    tops = border_tops(ds, ids, region[0], cfg.wall_margin, cfg.progress) if region is not None else {}
+    tops = border_tops(first_frames, region[0], cfg.wall_margin) if region is not None else {}
     top_fields = {f"top_{k}": tops[k] for k in ("mean", "between", "within") if k in tops}
     model = WallDetail(dataclasses.replace(m, styles=len(fits), materials=cfg.materials, scatter=cfg.materials > 0,
                                            **top_fields))
