@@ -10,6 +10,7 @@ import torch
 
 from alaya.data.walkable_region import WalkableRegion
 from alaya.models import region_walls
+from alaya.models.region_shell import coarse_points
 from alaya.models.region_walls import RegionWalls, WallTexture, texel_colours
 from alaya.models.view_warp import pinhole
 
@@ -121,6 +122,34 @@ def test_nearer_memory_stays_and_memory_beyond_the_wall_gives_way(walls):
     assert torch.equal(out_rgb[0][:, left], rgb[0][:, left]) and (out_depth[0, 0][left] == 1.5).all()
     assert (out_depth[0, 0][right] - 2.5).abs().max() < 1e-4 and (out_rgb[0, 1][right] < 1.0).all()
     assert out_rgb is not rgb and rgb[0, 1].eq(1.0).all()     # the input is not written
+
+
+def test_magnified_memory_on_the_wall_gives_way_and_a_body_in_front_stays(walls):
+    """Where the memory's points are coarse (``coarse_points``: a far-seen wall walked up to), the
+    wall is drawn over those on it (within ``BEYOND``); a body in front of it and the points that
+    are not coarse stay."""
+    K = pinhole(SIZE, 70.0)
+    rgb, cov, depth = empty_render()
+    rgb[:, 1] = 1.0
+    cov[:] = 1.0
+    depth[:] = 2.5 + 0.3                                     # points on the wall (a terrain's bump off it)
+    depth[..., :, : SIZE // 4] = 1.5                         # a body 1 m in front of the wall
+    extent = torch.ones(1, 1, SIZE, SIZE)
+    extent[..., :, SIZE // 2:] = 6.0                         # the right half magnified six times
+    coarse = coarse_points(extent, above=3.0)
+    assert coarse[..., :, SIZE // 2 - 2:].all() and not coarse[..., :, : SIZE // 2 - 2].any()   # grown by 2 px
+    wall = torch.from_numpy(wall_pixels(level_view(0.0), K, 2.5, walls.walls[0].top))
+    kept = walls.draw(rgb, cov, depth, K, level_view(0.0))              # no coarse mask: the memory stays
+    assert torch.equal(kept[0], rgb)
+    out_rgb, _, out_depth = walls.draw(rgb, cov, depth, K, level_view(0.0), coarse)
+    drawn = wall & coarse[0, 0]
+    assert drawn.sum() > 200 and (out_depth[0, 0][drawn] - 2.5).abs().max() < 1e-4
+    assert (out_rgb[0, 1][drawn] < 1.0).all()
+    assert torch.equal(out_rgb[0][:, ~coarse[0, 0]], rgb[0][:, ~coarse[0, 0]])   # the body and the fine points
+    far = coarse.clone()
+    depth_far = depth.clone()
+    depth_far[..., :, SIZE // 2 - 2:] = 1.5                   # coarse, but a body in front of the wall
+    assert torch.equal(walls.draw(rgb, cov, depth_far, K, level_view(0.0), far)[0], rgb)
 
 
 def test_depth_at_is_where_the_walls_are_drawn(walls):
@@ -262,6 +291,47 @@ def test_a_session_keeps_what_its_network_replaced_on_a_drawn_wall_out_of_its_me
         beyond = np.abs(walls.out @ xyz[:2] - walls.offset[:, None]).min(0)     # metres from the nearest wall plane
         on_wall[withheld] = int(((beyond < 0.1) & (xyz[2] > 0.3) & (xyz[2] < walls.walls[0].top - 0.1)).sum())
     assert on_wall[False] == 0 and on_wall[True] > 50
+
+
+class _Walk(_Turn):
+    """A stand-in learned camera: every row walks the camera 0.4 m forward."""
+
+    def step(self, row, state):
+        from alaya.models.camera_geometry import twist_to_matrix
+        return twist_to_matrix(torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.4]]))[0], state
+
+
+def test_a_session_walking_up_to_a_far_seen_wall_draws_it_over_its_magnified_points():
+    """``memory_shell_coarse``: a session whose start frame shows the far border 11.5 m ahead,
+    walked 8 m up to it (its points now span about 3.3 pixels), draws the wall over them; with the
+    option 0 (a model saved before it) it never does."""
+    import dataclasses
+
+    from alaya.runtime.world_session import WorldSession
+    from tiny_memory import still_model
+    region = WalkableRegion(np.array([[-6.0, -6.0], [6.0, -6.0], [6.0, 6.0], [-6.0, 6.0]]))
+    start = level_view(0.0)
+    start[:3, 3] = -start[:3, :3] @ torch.tensor([-5.0, 0.0, EYE], dtype=torch.float64)  # at (-5, 0), facing +x
+    depth = np.full((32, 32), 11.5, np.float32)
+    depth[:14] = 0                                                 # sky above the far wall
+    K = pinhole(32, 50.0).numpy()
+    v, u = np.meshgrid(np.arange(32) + 0.5, np.arange(32) + 0.5, indexing="ij")
+    frame = checker((-11.5 * (u - K[0, 2]) / K[0, 0]).ravel(), (EYE - 11.5 * (v - K[1, 2]) / K[1, 1]).ravel())
+    frame = frame.reshape(32, 32, 3)
+    frame[:14] = 220
+    drawn_over = {}
+    for above in (3.0, 0.0):
+        model = still_model()
+        model.config = dataclasses.replace(model.config, memory_wall_margin=0.5, memory_shell_coarse=above)
+        session = WorldSession(model, size=32, backend="torch", camera_motion=_Walk(), region=region)
+        session.reset(frame, depth=depth, view=start.numpy(), pitch=0.0)
+        draw, seen = session._shell.draw, []
+        session._shell.draw = lambda *a: seen.append(a[5]) or draw(*a)
+        for _ in range(20):
+            session.step(np.zeros(8, np.float32))
+        drawn_over[above] = [0 if c is None else int(c.sum()) for c in seen]
+    assert drawn_over[0.0] == [0] * 20
+    assert drawn_over[3.0][0] == 0 and drawn_over[3.0][-1] > 100     # none at first, the wall's pixels at last
 
 
 def test_a_repeating_wall_is_folded_into_one_period(walls):

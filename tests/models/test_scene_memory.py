@@ -91,6 +91,28 @@ def test_walking_up_to_what_it_saw_leaves_no_holes(game):
         assert psnr(out.rgb, near_rgb, seen) >= 22.0
 
 
+def test_a_render_says_how_magnified_its_points_are():
+    """``MemoryView.extent``: about one pixel at the view that inserted a wall, four times that
+    from four times nearer, 0 where no point lands."""
+    from alaya.models.view_warp import pinhole
+    K = pinhole(SIZE, 70.0)
+    rgb = np.random.default_rng(0).integers(0, 255, (SIZE, SIZE, 3), dtype=np.uint8)
+    depth = np.full((SIZE, SIZE), 8.0, np.float32)
+    depth[:, : SIZE // 4] = 0                                 # no point there
+    memory = SceneMemory()
+    view = np.eye(4)
+    memory.insert(rgb, depth, K, view, time=0)
+    out = memory.render(K, view, SIZE, SIZE)
+    assert out.extent.shape == (1, SIZE, SIZE)
+    solid = out.coverage[0] > 0
+    assert (out.extent[0][~solid] == 0).all() and ((out.extent[0][solid] - 1).abs() < 0.1).all()
+    near = np.eye(4)
+    near[2, 3] = 6.0                                          # 6 m ahead: the wall 2 m away
+    out = memory.render(K, near, SIZE, SIZE)
+    seen = out.coverage[0] > 0
+    assert seen.float().mean() > 0.9 and ((out.extent[0][seen] - 4).abs() < 0.2).all()
+
+
 def test_replace_shows_the_newest_frame_where_it_was_seen(game):
     view, K = game.world_to_camera, game.K
     side = moved(view, right=0.3)

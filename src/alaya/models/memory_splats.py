@@ -31,6 +31,7 @@ class Front(NamedTuple):
     depth: torch.Tensor      # (H * W,) float32, 0 where none
     own: torch.Tensor        # (H * W,) bool: the winner's centre lies in this pixel
     band: torch.Tensor       # (C,) bool: the candidate is on the front surface
+    extent: torch.Tensor     # (H * W,) float32 the winner's larger projected side now, pixels; 0 where none
 
 
 CORNERS = torch.tensor([[0., 0.], [1., 0.], [0., 1.], [1., 1.]])     # the 2x2 pixels around a sub-pixel point
@@ -127,4 +128,6 @@ def front_surface(cand: Candidates, n_pix: int, depth_tolerance: float) -> Front
     index, depth, own = torch.full((n_pix,), -1), torch.zeros(n_pix), torch.zeros(n_pix, dtype=torch.bool)
     index[hit], depth[hit] = cand.point.index_select(0, win), cand.z.index_select(0, win)
     own[hit] = (best_hit >> 32) < 512                                # centre within 0.5 px
-    return Front(index, depth, own, band)
+    extent = torch.zeros(n_pix)
+    extent[hit] = cand.extent.index_select(0, win)
+    return Front(index, depth, own, band, extent)

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from alaya.data.walkable_region import WalkableRegion
-from alaya.models.region_walls import BEYOND, camera_key, camera_rays, painted
+from alaya.models.region_walls import camera_key, camera_rays, drawn_over, painted
 from alaya.models.texture_tiles import LUMA, DistanceHaze, fill_empty, find_period, learn_haze
 
 ABOVE_FLOOR = 0.3            # metres above the camera's foot a floor point may be (a bump, a slope)
@@ -175,19 +175,17 @@ class RegionFloor:
         _, w2c, d, t, _, inside = self._rays(K, world_to_camera, H, W)
         return np.where(inside, t * (-w2c[2, :3].numpy() @ d), 0.0).reshape(H, W)
 
-    def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, world_to_camera
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, world_to_camera,
+             coarse: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A render (rgb (1, 3, H, W), coverage (1, 1, H, W), depth (1, 1, H, W) metres) from the
         camera ``K`` (3, 3), ``world_to_camera`` (4, 4) in the region's world, with the floor drawn
-        where its rays meet it inside the walls and it has no nearer point (new tensors; the same
-        ones when nothing is drawn)."""
+        where its rays meet it inside the walls and it has no nearer point, nor, where ``coarse``,
+        one off it (``region_walls.drawn_over``; new tensors; the same ones when nothing is drawn)."""
         if self.mips is None:
             return rgb, coverage, depth
         K, w2c, d, t, hit, inside = self._rays(K, world_to_camera, *rgb.shape[-2:])
         along_view = t * (-w2c[2, :3].numpy() @ d)
-        covered = coverage.reshape(-1).numpy() > 0.5
-        behind = depth.reshape(-1).numpy() > along_view + BEYOND
-        take = inside & (~covered | behind)
+        take = inside & drawn_over(coverage, depth, along_view, coarse)
         if not take.any():
             return rgb, coverage, depth
         i = np.nonzero(take)[0]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from alaya.data.walkable_region import WalkableRegion
 from alaya.models.camera_constraints import camera_centre
@@ -24,6 +25,7 @@ from alaya.models.region_floor import RegionFloor
 from alaya.models.region_walls import RegionWalls
 from alaya.models.wall_detail import WallDetail
 
+COARSE_REACH = 2            # pixels around a magnified point that its gaps' fill may have covered
 FLOOR_MARGIN = 0.6           # metres beyond the region's edges the floor reaches when no walls are drawn
 
 
@@ -34,14 +36,15 @@ class RegionShell:
         self.walls, self.floor = walls, floor
         self.from_region = torch.linalg.inv(to_region.double())
 
-    def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, view
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, view,
+             coarse: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The render (rgb (1, 3, H, W), coverage, depth (1, 1, H, W)) from the session camera
-        ``view`` (4, 4 world_to_camera, session world) with the walls, then the floor, drawn in."""
+        ``view`` (4, 4 world_to_camera, session world) with the walls, then the floor, drawn in;
+        where ``coarse`` (1, 1, H, W) bool (``coarse_points``), also over the render's points on them."""
         region_view = torch.as_tensor(view).double() @ self.from_region
         for part in (self.walls, self.floor):
             if part is not None:
-                rgb, coverage, depth = part.draw(rgb, coverage, depth, K, region_view)
+                rgb, coverage, depth = part.draw(rgb, coverage, depth, K, region_view, coarse)
         return rgb, coverage, depth
 
     def drawn_depth(self, K, view, H: int, W: int) -> torch.Tensor:
@@ -54,6 +57,17 @@ class RegionShell:
                 at = part.depth_at(K, region_view, H, W)
                 depth = np.where(at > 0, at, depth)
         return torch.from_numpy(depth).float()
+
+
+def coarse_points(extent: torch.Tensor, above: float, reach: int = COARSE_REACH) -> torch.Tensor:
+    """(1, 1, H, W) bool: the pixels of a memory render within ``reach`` pixels of one whose point
+    spans more than ``above`` pixels now (``extent`` (1, 1, H, W), ``MemoryView.extent``; about 1
+    at the view that inserted it): a surface magnified, with the gaps between its blocks that the
+    render's hole filling closed. A shell draws its walls and floor over such points on them: a
+    wall or floor the start frame showed far away and hazy, walked up to, shows its texture
+    (dehazed, with its detail) rather than that frame's points blown up into blocks."""
+    wide = (extent > above).float()
+    return F.max_pool2d(wide, 2 * reach + 1, stride=1, padding=reach) > 0
 
 
 def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, memory, config,

@@ -86,6 +86,21 @@ def camera_rays(K, world_to_camera, H: int, W: int) -> tuple[torch.Tensor, torch
     return rays
 
 
+def drawn_over(coverage: torch.Tensor, depth: torch.Tensor, along_view: np.ndarray,
+               coarse: torch.Tensor | None) -> np.ndarray:
+    """(H * W,) bool: the pixels of a render (coverage, depth (1, 1, H, W)) where a surface seen
+    ``along_view`` (H * W,) metres away is drawn: no point there, one more than ``BEYOND`` behind it,
+    or, where ``coarse`` (1, 1, H, W) bool (the memory's points magnified, ``region_shell.coarse_points``), one on it
+    (within ``BEYOND``): a wall or floor the start frame showed far away and hazy, walked up to,
+    shows its texture (dehazed, with its detail) instead of that frame's points blown up into blocks."""
+    covered = coverage.reshape(-1).numpy() > 0.5
+    d = depth.reshape(-1).numpy()
+    take = ~covered | (d > along_view + BEYOND)
+    if coarse is not None:
+        take |= coarse.reshape(-1).numpy() & (np.abs(d - along_view) <= BEYOND)
+    return take
+
+
 def painted(rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, pixels: np.ndarray, colours: np.ndarray,
             depths: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Copies of a render (rgb (1, 3, H, W), coverage, depth (1, 1, H, W)) with the flat
@@ -306,18 +321,16 @@ class RegionWalls:
         _, _, _, along_view, on_wall, _, _ = self._hits(K, world_to_camera, H, W)
         return np.where(on_wall, along_view, 0.0).reshape(H, W)
 
-    def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, world_to_camera
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def draw(self, rgb: torch.Tensor, coverage: torch.Tensor, depth: torch.Tensor, K, world_to_camera,
+             coarse: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A render (rgb (1, 3, H, W), coverage (1, 1, H, W), depth (1, 1, H, W) metres) from the
         camera ``K`` (3, 3), ``world_to_camera`` (4, 4) in the region's world, with the walls drawn
-        where its rays meet them and it has no nearer point (new tensors; the same ones when
-        nothing is drawn)."""
+        where its rays meet them and it has no nearer point, nor, where ``coarse``, one off them
+        (``drawn_over``; new tensors; the same ones when nothing is drawn)."""
         if self.walls is None:
             return rgb, coverage, depth
         edge, t, z, along_view, on_wall, d, eye = self._hits(K, world_to_camera, *rgb.shape[-2:])
-        covered = coverage.reshape(-1).numpy() > 0.5
-        behind = depth.reshape(-1).numpy() > along_view + BEYOND
-        take = on_wall & (~covered | behind)
+        take = on_wall & drawn_over(coverage, depth, along_view, coarse)
         if not take.any():
             return rgb, coverage, depth
         i = np.nonzero(take)[0]

@@ -106,6 +106,8 @@ class MemoryView(NamedTuple):
     rgb: torch.Tensor        # (3, H, W) float32 in [0, 1], 0 where not covered
     coverage: torch.Tensor   # (1, H, W) float32, 1 where a memory point is drawn
     depth: torch.Tensor      # (1, H, W) float32 metres along the view axis, 0 where not covered
+    extent: torch.Tensor | None = None   # (1, H, W) float32 the drawn point's larger side now, pixels
+    #                                      (about 1 at the view that inserted it; 0 where no point)
 
 
 # -- the memory -------------------------------------------------------------------------------
@@ -141,13 +143,15 @@ class SceneMemory:
     # -- render -------------------------------------------------------------------------------
     def render(self, K, world_to_camera, H: int, W: int) -> MemoryView:
         """What the memory shows from this camera: ``MemoryView(rgb (3, H, W) float32 in [0, 1],
-        coverage (1, H, W), depth (1, H, W))``, all 0 where no point lands. A pixel's depth is its
-        z-buffer winner's; its colour, the front surface's points tent-weighted: at the view that
-        inserted them, the pixel's own point alone."""
+        coverage (1, H, W), depth (1, H, W), extent (1, H, W))``, all 0 where no point lands. A
+        pixel's depth is its z-buffer winner's, and so is its extent (how many pixels that point
+        spans now: a surface walked up to from far shows its points magnified); its colour, the
+        front surface's points tent-weighted: at the view that inserted them, the pixel's own point
+        alone."""
         K, w2c = check_camera(K, world_to_camera)
         H, W = check_size(H, W)
         n = H * W
-        rgb, depth, coverage = torch.zeros(n, 3), torch.zeros(n), torch.zeros(n)
+        rgb, depth, coverage, extent = torch.zeros(n, 3), torch.zeros(n), torch.zeros(n), torch.zeros(n)
         cand = splat_candidates(self.xyz, self.tangents, self.config, K, w2c, H, W, blend=True) if len(self) else None
         self._last = ((K, w2c, H, W, self._version), cand)
         if cand is not None:
@@ -172,7 +176,7 @@ class SceneMemory:
                 total = torch.zeros(n).index_add_(0, pix, w)
                 rgb.index_add_(0, pix, w[:, None] * self.rgb.index_select(0, on(cand.point)).float())
                 rgb = torch.where(hit[:, None], rgb / (255 * total.clamp(min=1e-30))[:, None], torch.zeros(()))
-            depth, coverage = front.depth, hit.float()
+            depth, coverage, extent = front.depth, hit.float(), front.extent
         holes = (coverage == 0).nonzero().squeeze(1) if self.dome is not None else None
         if holes is not None and len(holes):          # the sky where no point covers, this far away
             sky_rgb, sky_covered = self.dome.render(K, w2c, H, W, pixels=holes)     # (0 off the holes)
@@ -180,7 +184,8 @@ class SceneMemory:
             rgb = torch.where(fill[:, None], sky_rgb.reshape(3, -1).T, rgb)
             depth = torch.where(fill, torch.full_like(depth, self.config.sky_dome), depth)
             coverage = torch.where(fill, torch.ones_like(coverage), coverage)
-        return MemoryView(rgb.T.reshape(3, H, W), coverage.reshape(1, H, W), depth.reshape(1, H, W))
+        return MemoryView(rgb.T.reshape(3, H, W), coverage.reshape(1, H, W), depth.reshape(1, H, W),
+                          extent.reshape(1, H, W))
 
     # -- insert and evict ---------------------------------------------------------------------
     def insert(self, rgb, depth, K, world_to_camera, time: float, see_through: torch.Tensor | None = None,

@@ -122,6 +122,9 @@ class WorldModelConfig:
     memory_floor: bool = False           # play draws the walkable region's floor, tiled with the start frame's
                                          # floor texture, where the memory has nothing nearer (RegionFloor;
                                          # a session with a region and a start view)
+    memory_shell_coarse: float = 0.0     # > 0: the walls and floor are also drawn over the memory's points on
+                                         # them that span more than this many pixels now (region_shell.coarse_points:
+                                         # a far-seen wall walked up to), else only where it has none nearer
     memory_sky_extend: bool = False      # with memory_sky_dome: the sky no frame showed drawn by its elevation's
                                          # seen colour (SkyDome.extend), and a generated frame's sky kept out of it
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest

@@ -51,7 +51,7 @@ from alaya.data.walkable_region import WalkableRegion
 from alaya.diffusion.flow import time_grid
 from alaya.models.action_effects import ActionEffects
 from alaya.models.camera_constraints import seen_surface, slide_at_surfaces, stay_in_region
-from alaya.models.region_shell import region_shell
+from alaya.models.region_shell import coarse_points, region_shell
 from alaya.models.camera_motion import CameraMotion
 from alaya.models.memory_conditioning import (ObservedFrame, as_context, decode_depth, frame_as_memory, frame_image,
                                               generated_insert, kinematic_view, memory_latent, same_view,
@@ -297,7 +297,8 @@ class WorldSession:
                 rgb, coverage, depth = shown_render(r.rgb[None], r.coverage[None], r.depth[None], c)
                 if self._shell is not None:            # drawn every frame from its texture: no frame goes in over it
                     held = coverage
-                    rgb, coverage, depth = self._shell.draw(rgb, coverage, depth, self.K, view)
+                    coarse = coarse_points(r.extent[None], c.memory_shell_coarse) if c.memory_shell_coarse > 0 else None
+                    rgb, coverage, depth = self._shell.draw(rgb, coverage, depth, self.K, view, coarse)
                     self._covered = torch.maximum(self._covered, ((coverage > held)[0, 0]).to(self._covered.dtype))
             self._view = view
             anchor = memory = memory_latent(rgb, coverage, depth)
