@@ -125,9 +125,9 @@ def test_nearer_memory_stays_and_memory_beyond_the_wall_gives_way(walls):
 
 
 def test_magnified_memory_on_the_wall_gives_way_and_a_body_in_front_stays(walls):
-    """Where the memory's points are coarse (``coarse_points``: a far-seen wall walked up to), the
-    wall is drawn over those on it (within ``BEYOND``); a body in front of it and the points that
-    are not coarse stay."""
+    """Where the memory's points are coarse (``coarse_points``: a far-seen wall walked up to), a
+    seen wall is drawn over those on it (within ``BEYOND``); a body in front of it, the points that
+    are not coarse and those on a wall that borrowed its texture stay."""
     K = pinhole(SIZE, 70.0)
     rgb, cov, depth = empty_render()
     rgb[:, 1] = 1.0
@@ -150,6 +150,8 @@ def test_magnified_memory_on_the_wall_gives_way_and_a_body_in_front_stays(walls)
     depth_far = depth.clone()
     depth_far[..., :, SIZE // 2 - 2:] = 1.5                   # coarse, but a body in front of the wall
     assert torch.equal(walls.draw(rgb, cov, depth_far, K, level_view(0.0), far)[0], rgb)
+    # a borrowed wall's texture is a guess: the points on it, magnified or not, are what was seen
+    assert torch.equal(walls.draw(rgb, cov, torch.full_like(depth, 2.5), K, level_view(180.0), coarse)[0], rgb)
 
 
 def test_depth_at_is_where_the_walls_are_drawn(walls):

@@ -325,11 +325,15 @@ class RegionWalls:
              coarse: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A render (rgb (1, 3, H, W), coverage (1, 1, H, W), depth (1, 1, H, W) metres) from the
         camera ``K`` (3, 3), ``world_to_camera`` (4, 4) in the region's world, with the walls drawn
-        where its rays meet them and it has no nearer point, nor, where ``coarse``, one off them
-        (``drawn_over``; new tensors; the same ones when nothing is drawn)."""
+        where its rays meet them and it has no nearer point, nor, where ``coarse``, one on a wall
+        whose texture the start frame's points made (``drawn_over``; a borrowed wall's texture is a
+        guess, and the points an observation; new tensors; the same ones when nothing is drawn)."""
         if self.walls is None:
             return rgb, coverage, depth
         edge, t, z, along_view, on_wall, d, eye = self._hits(K, world_to_camera, *rgb.shape[-2:])
+        if coarse is not None:                         # a borrowed wall's texture is a guess: the points stay
+            seen = np.array([w.points > 0 for w in self.walls])[edge]
+            coarse = coarse & torch.from_numpy(seen).reshape(coarse.shape)
         take = on_wall & drawn_over(coverage, depth, along_view, coarse)
         if not take.any():
             return rgb, coverage, depth
