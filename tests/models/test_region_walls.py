@@ -221,6 +221,23 @@ class _Turn(torch.nn.Module):
         return self.motion.stop_distance()
 
 
+def wall_ahead(x: float, distance: float, sky_rows: int):
+    """A 32 x 32 start for a session in the 12 x 12 m region (walls 0.5 m beyond it): the camera at
+    (x, 0) facing +x, its frame the red and blue checker of a wall ``distance`` ahead below
+    ``sky_rows`` rows of sky: (region, start view, frame, depth)."""
+    region = WalkableRegion(np.array([[-6.0, -6.0], [6.0, -6.0], [6.0, 6.0], [-6.0, 6.0]]))
+    start = level_view(0.0)
+    start[:3, 3] = -start[:3, :3] @ torch.tensor([x, 0.0, EYE], dtype=torch.float64)
+    depth = np.full((32, 32), distance, np.float32)
+    depth[:sky_rows] = 0
+    K = pinhole(32, 50.0).numpy()
+    v, u = np.meshgrid(np.arange(32) + 0.5, np.arange(32) + 0.5, indexing="ij")
+    frame = checker((-distance * (u - K[0, 2]) / K[0, 0]).ravel(), (EYE - distance * (v - K[1, 2]) / K[1, 1]).ravel())
+    frame = frame.reshape(32, 32, 3)
+    frame[:sky_rows] = 220
+    return region, start, frame, depth
+
+
 def test_a_session_turned_to_a_border_it_never_saw_shows_a_wall():
     """``memory_wall_margin``: a session whose start frame shows the border wall 1.5 m ahead,
     turned round to the far border it never saw, shows a wall where that border stands (a band at
@@ -230,16 +247,7 @@ def test_a_session_turned_to_a_border_it_never_saw_shows_a_wall():
 
     from alaya.runtime.world_session import WorldSession
     from tiny_memory import still_model
-    region = WalkableRegion(np.array([[-6.0, -6.0], [6.0, -6.0], [6.0, 6.0], [-6.0, 6.0]]))
-    start = level_view(0.0)
-    start[:3, 3] = -start[:3, :3] @ torch.tensor([5.0, 0.0, EYE], dtype=torch.float64)   # at (5, 0), facing +x
-    depth = np.full((32, 32), 1.5, np.float32)
-    depth[:8] = 0                                                  # sky above the wall
-    K = pinhole(32, 50.0).numpy()
-    v, u = np.meshgrid(np.arange(32) + 0.5, np.arange(32) + 0.5, indexing="ij")
-    frame = checker((-1.5 * (u - K[0, 2]) / K[0, 0]).ravel(), (EYE - 1.5 * (v - K[1, 2]) / K[1, 1]).ravel())
-    frame = frame.reshape(32, 32, 3)
-    frame[:8] = 220
+    region, start, frame, depth = wall_ahead(5.0, 1.5, 8)        # the border wall 1.5 m ahead
     shown, far = {}, {}
     for margin in (0.5, 0.0):
         model = still_model()
@@ -264,16 +272,7 @@ def test_a_session_keeps_what_its_network_replaced_on_a_drawn_wall_out_of_its_me
 
     from alaya.runtime.world_session import WorldSession
     from tiny_memory import still_model
-    region = WalkableRegion(np.array([[-6.0, -6.0], [6.0, -6.0], [6.0, 6.0], [-6.0, 6.0]]))
-    start = level_view(0.0)
-    start[:3, 3] = -start[:3, :3] @ torch.tensor([5.0, 0.0, EYE], dtype=torch.float64)   # at (5, 0), facing +x
-    depth = np.full((32, 32), 1.5, np.float32)
-    depth[:8] = 0
-    K = pinhole(32, 50.0).numpy()
-    v, u = np.meshgrid(np.arange(32) + 0.5, np.arange(32) + 0.5, indexing="ij")
-    frame = checker((-1.5 * (u - K[0, 2]) / K[0, 0]).ravel(), (EYE - 1.5 * (v - K[1, 2]) / K[1, 1]).ravel())
-    frame = frame.reshape(32, 32, 3)
-    frame[:8] = 220
+    region, start, frame, depth = wall_ahead(5.0, 1.5, 8)
     on_wall = {}
     for withheld in (False, True):
         model = still_model()
@@ -311,16 +310,7 @@ def test_a_session_walking_up_to_a_far_seen_wall_draws_it_over_its_magnified_poi
 
     from alaya.runtime.world_session import WorldSession
     from tiny_memory import still_model
-    region = WalkableRegion(np.array([[-6.0, -6.0], [6.0, -6.0], [6.0, 6.0], [-6.0, 6.0]]))
-    start = level_view(0.0)
-    start[:3, 3] = -start[:3, :3] @ torch.tensor([-5.0, 0.0, EYE], dtype=torch.float64)  # at (-5, 0), facing +x
-    depth = np.full((32, 32), 11.5, np.float32)
-    depth[:14] = 0                                                 # sky above the far wall
-    K = pinhole(32, 50.0).numpy()
-    v, u = np.meshgrid(np.arange(32) + 0.5, np.arange(32) + 0.5, indexing="ij")
-    frame = checker((-11.5 * (u - K[0, 2]) / K[0, 0]).ravel(), (EYE - 11.5 * (v - K[1, 2]) / K[1, 1]).ravel())
-    frame = frame.reshape(32, 32, 3)
-    frame[:14] = 220
+    region, start, frame, depth = wall_ahead(-5.0, 11.5, 14)     # the far border 11.5 m ahead
     drawn_over = {}
     for above in (3.0, 0.0):
         model = still_model()
