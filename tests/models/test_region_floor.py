@@ -181,7 +181,7 @@ def test_a_session_turned_round_shows_the_floor_it_never_saw():
     (180 degrees), shows floor of both colours in the lower half at the floor's depth, and keeps
     no generated pixels there in its memory; without it, not."""
     from alaya.runtime.world_session import SKY_BELOW_WALLS, WorldSession
-    from test_region_walls import _Turn
+    from test_wall_sessions import _Turn
     from tiny_memory import still_model
     start = view(0.0, -20.0)
     K = pinhole(32, 50.0)
@@ -212,7 +212,7 @@ def test_a_session_keeps_what_its_network_replaced_on_the_floor_out_of_its_memor
     into the memory): turned round, the floor it is shown is drawn, and none of the points its
     frames add lie on the floor; with the session's drawn depth withheld, many do."""
     from alaya.runtime.world_session import WorldSession
-    from test_region_walls import _Turn
+    from test_wall_sessions import _Turn
     from tiny_memory import still_model
     start = view(0.0, -20.0)
     K = pinhole(32, 50.0)

@@ -13,31 +13,9 @@ from alaya.models import region_walls
 from alaya.models.region_shell import coarse_points
 from alaya.models.region_walls import RegionWalls, WallTexture, texel_colours
 from alaya.models.view_warp import pinhole
+from wall_views import EYE, SQUARE, checker, level_view
 
 SIZE = 64
-EYE = 1.4
-SQUARE = 0.48          # metres: the seen wall's checker (4 texels of 0.12 m)
-
-
-def level_view(yaw_degrees: float) -> torch.Tensor:
-    """world_to_camera of a level camera at (0, 0, EYE) looking along the floor direction at yaw (z up)."""
-    a = math.radians(yaw_degrees)
-    forward = np.array([math.cos(a), math.sin(a), 0.0])
-    right = np.array([math.sin(a), -math.cos(a), 0.0])
-    up = np.array([0.0, 0.0, 1.0])
-    R = np.stack([right, up, -forward])                   # camera x right, y up, looking down -z
-    view = np.eye(4)
-    view[:3, :3] = R
-    view[:3, 3] = -R @ np.array([0.0, 0.0, EYE])
-    return torch.from_numpy(view)
-
-
-def checker(u: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """(N, 3) uint8: red and blue squares over (along, height)."""
-    red = ((np.floor(u / SQUARE) + np.floor(z / SQUARE)) % 2 == 0)[:, None]
-    return np.where(red, [[200, 40, 30]], [[30, 40, 200]]).astype(np.uint8)
-
-
 @pytest.fixture()
 def walls() -> RegionWalls:
     """A 4 x 4 m region, walls 0.5 m beyond it; the points show the wall at x = +2.5 (1.8 m high)."""
@@ -196,134 +174,6 @@ def test_no_wall_seen_draws_nothing_and_bad_input_names_the_field():
         RegionWalls(region, texel=0.0)
     with pytest.raises(ValueError, match="xyz"):
         w.learn(np.zeros((2, 10)), np.zeros((10, 3), np.uint8))
-
-
-class _Turn(torch.nn.Module):
-    """A stand-in learned camera: every row turns the camera 10 degrees about the world's up."""
-
-    def __init__(self):
-        super().__init__()
-        from alaya.models.camera_motion import CameraMotion, CameraMotionConfig
-        self.motion = CameraMotion(CameraMotionConfig(fov_y_degrees=50.0))
-
-    def initial_state(self, world_to_camera=None, **kw):
-        self.up = world_to_camera[:3, 2].clone()                 # world z in camera axes
-        return self.motion.initial_state(world_to_camera=world_to_camera)
-
-    def step(self, row, state):
-        from alaya.models.camera_geometry import twist_to_matrix
-        return twist_to_matrix(torch.cat([self.up * math.radians(10.0), torch.zeros(3)])[None])[0], state
-
-    def intrinsics(self, H, W):
-        return self.motion.intrinsics(H, W)
-
-    def stop_distance(self):
-        return self.motion.stop_distance()
-
-
-def wall_ahead(x: float, distance: float, sky_rows: int):
-    """A 32 x 32 start for a session in the 12 x 12 m region (walls 0.5 m beyond it): the camera at
-    (x, 0) facing +x, its frame the red and blue checker of a wall ``distance`` ahead below
-    ``sky_rows`` rows of sky: (region, start view, frame, depth)."""
-    region = WalkableRegion(np.array([[-6.0, -6.0], [6.0, -6.0], [6.0, 6.0], [-6.0, 6.0]]))
-    start = level_view(0.0)
-    start[:3, 3] = -start[:3, :3] @ torch.tensor([x, 0.0, EYE], dtype=torch.float64)
-    depth = np.full((32, 32), distance, np.float32)
-    depth[:sky_rows] = 0
-    K = pinhole(32, 50.0).numpy()
-    v, u = np.meshgrid(np.arange(32) + 0.5, np.arange(32) + 0.5, indexing="ij")
-    frame = checker((-distance * (u - K[0, 2]) / K[0, 0]).ravel(), (EYE - distance * (v - K[1, 2]) / K[1, 1]).ravel())
-    frame = frame.reshape(32, 32, 3)
-    frame[:sky_rows] = 220
-    return region, start, frame, depth
-
-
-def test_a_session_turned_to_a_border_it_never_saw_shows_a_wall():
-    """``memory_wall_margin``: a session whose start frame shows the border wall 1.5 m ahead,
-    turned round to the far border it never saw, shows a wall where that border stands (a band at
-    the horizon at its depth, 11.5 m away, in the seen wall's colours); with the margin 0 the
-    start frame's stale 1.5 m stays there."""
-    import dataclasses
-
-    from alaya.runtime.world_session import WorldSession
-    from tiny_memory import still_model
-    region, start, frame, depth = wall_ahead(5.0, 1.5, 8)        # the border wall 1.5 m ahead
-    shown, far = {}, {}
-    for margin in (0.5, 0.0):
-        model = still_model()
-        model.config = dataclasses.replace(model.config, memory_wall_margin=margin)
-        session = WorldSession(model, size=32, backend="torch", camera_motion=_Turn(), region=region)
-        session.reset(frame, depth=depth, view=start.numpy(), pitch=0.0)
-        for _ in range(18):
-            out = session.step(np.zeros(8, np.float32))
-        shown[margin] = out.astype(np.float32)
-        far[margin] = session._depth.numpy()                      # the shown frame's depth (metres)
-    assert np.abs(shown[0.5][16:19] - shown[0.0][16:19]).mean() > 30
-    assert np.abs(far[0.5][16:19] / 11.5 - 1).max() < 0.1          # the wall's depth, 11.5 m along the view axis
-    assert (np.abs(far[0.0][16:19] / 11.5 - 1) > 0.5).all()        # without: the stale start frame's 1.5 m
-
-
-def test_a_session_keeps_what_its_network_replaced_on_a_drawn_wall_out_of_its_memory():
-    """A network whose gate replaces everything the memory shows (every generated pixel may go
-    into the memory), turned round past the walls: none of the points its frames add lie on a
-    drawn wall (a point stored there would hide it from then on); with the session's drawn depth
-    withheld, many do."""
-    import dataclasses
-
-    from alaya.runtime.world_session import WorldSession
-    from tiny_memory import still_model
-    region, start, frame, depth = wall_ahead(5.0, 1.5, 8)
-    on_wall = {}
-    for withheld in (False, True):
-        model = still_model()
-        with torch.no_grad():
-            model.core.out.bias[64:] = -1e6                  # the gate replaces the memory everywhere
-        model.config = dataclasses.replace(model.config, memory_wall_margin=0.5, memory_floor=False)
-        session = WorldSession(model, size=32, backend="torch", camera_motion=_Turn(), region=region)
-        session.reset(frame, depth=depth, view=start.numpy(), pitch=0.0)
-        if withheld:
-            session._shell.drawn_depth = lambda *a: None
-        walls, start_points = session._shell.walls, session.memory.xyz.clone()
-        for _ in range(36):
-            session.step(np.zeros(8, np.float32))
-        added = torch.cdist(session.memory.xyz.T, start_points.T).min(1).values > 0.01   # (frames remove, merge start points)
-        R = session._to_region.double()
-        xyz = (R[:3, :3] @ session.memory.xyz[:, added].double() + R[:3, 3:]).numpy()
-        beyond = np.abs(walls.out @ xyz[:2] - walls.offset[:, None]).min(0)     # metres from the nearest wall plane
-        on_wall[withheld] = int(((beyond < 0.1) & (xyz[2] > 0.3) & (xyz[2] < walls.walls[0].top - 0.1)).sum())
-    assert on_wall[False] == 0 and on_wall[True] > 50
-
-
-class _Walk(_Turn):
-    """A stand-in learned camera: every row walks the camera 0.4 m forward."""
-
-    def step(self, row, state):
-        from alaya.models.camera_geometry import twist_to_matrix
-        return twist_to_matrix(torch.tensor([[0.0, 0.0, 0.0, 0.0, 0.0, 0.4]]))[0], state
-
-
-def test_a_session_walking_up_to_a_far_seen_wall_draws_it_over_its_magnified_points():
-    """``memory_shell_coarse``: a session whose start frame shows the far border 11.5 m ahead,
-    walked 8 m up to it (its points now span about 3.3 pixels), draws the wall over them; with the
-    option 0 (a model saved before it) it never does."""
-    import dataclasses
-
-    from alaya.runtime.world_session import WorldSession
-    from tiny_memory import still_model
-    region, start, frame, depth = wall_ahead(-5.0, 11.5, 14)     # the far border 11.5 m ahead
-    drawn_over = {}
-    for above in (3.0, 0.0):
-        model = still_model()
-        model.config = dataclasses.replace(model.config, memory_wall_margin=0.5, memory_shell_coarse=above)
-        session = WorldSession(model, size=32, backend="torch", camera_motion=_Walk(), region=region)
-        session.reset(frame, depth=depth, view=start.numpy(), pitch=0.0)
-        draw, seen = session._shell.draw, []
-        session._shell.draw = lambda *a: seen.append(a[5]) or draw(*a)
-        for _ in range(20):
-            session.step(np.zeros(8, np.float32))
-        drawn_over[above] = [0 if c is None else int(c.sum()) for c in seen]
-    assert drawn_over[0.0] == [0] * 20
-    assert drawn_over[3.0][0] == 0 and drawn_over[3.0][-1] > 100     # none at first, the wall's pixels at last
 
 
 def test_a_repeating_wall_is_folded_into_one_period(walls):
