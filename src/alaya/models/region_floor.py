@@ -179,8 +179,9 @@ class RegionFloor:
              coarse: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A render (rgb (1, 3, H, W), coverage (1, 1, H, W), depth (1, 1, H, W) metres) from the
         camera ``K`` (3, 3), ``world_to_camera`` (4, 4) in the region's world, with the floor drawn
-        where its rays meet it inside the walls and it has no nearer point, nor, where ``coarse``,
-        one off it (``region_walls.drawn_over``; new tensors; the same ones when nothing is drawn)."""
+        where its rays meet it inside the walls and it has no nearer point, and where ``coarse``
+        over the points on it (``region_walls.drawn_over``; new tensors; the same ones when nothing
+        is drawn)."""
         if self.mips is None:
             return rgb, coverage, depth
         K, w2c, d, t, hit, inside = self._rays(K, world_to_camera, *rgb.shape[-2:])

@@ -89,10 +89,11 @@ def camera_rays(K, world_to_camera, H: int, W: int) -> tuple[torch.Tensor, torch
 def drawn_over(coverage: torch.Tensor, depth: torch.Tensor, along_view: np.ndarray,
                coarse: torch.Tensor | None) -> np.ndarray:
     """(H * W,) bool: the pixels of a render (coverage, depth (1, 1, H, W)) where a surface seen
-    ``along_view`` (H * W,) metres away is drawn: no point there, one more than ``BEYOND`` behind it,
-    or, where ``coarse`` (1, 1, H, W) bool (the memory's points magnified, ``region_shell.coarse_points``), one on it
-    (within ``BEYOND``): a wall or floor the start frame showed far away and hazy, walked up to,
-    shows its texture (dehazed, with its detail) instead of that frame's points blown up into blocks."""
+    ``along_view`` (H * W,) metres away is drawn: no point there, one more than ``BEYOND`` behind
+    it, or, where ``coarse`` (1, 1, H, W) bool (the memory's points magnified,
+    ``region_shell.coarse_points``), one on it (within ``BEYOND``): a wall or floor the start frame
+    showed far away and hazy, walked up to, shows its texture (dehazed, with its detail) instead
+    of that frame's points blown up into blocks."""
     covered = coverage.reshape(-1).numpy() > 0.5
     d = depth.reshape(-1).numpy()
     take = ~covered | (d > along_view + BEYOND)

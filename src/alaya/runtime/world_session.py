@@ -297,7 +297,9 @@ class WorldSession:
                 rgb, coverage, depth = shown_render(r.rgb[None], r.coverage[None], r.depth[None], c)
                 if self._shell is not None:            # drawn every frame from its texture: no frame goes in over it
                     held = coverage
-                    coarse = coarse_points(r.extent[None], c.memory_shell_coarse) if c.memory_shell_coarse > 0 else None
+                    coarse = None
+                    if c.memory_shell_coarse > 0:      # also over its magnified points on them
+                        coarse = coarse_points(r.extent[None], c.memory_shell_coarse)
                     rgb, coverage, depth = self._shell.draw(rgb, coverage, depth, self.K, view, coarse)
                     self._covered = torch.maximum(self._covered, ((coverage > held)[0, 0]).to(self._covered.dtype))
             self._view = view
