@@ -106,8 +106,8 @@ class MemoryView(NamedTuple):
     rgb: torch.Tensor        # (3, H, W) float32 in [0, 1], 0 where not covered
     coverage: torch.Tensor   # (1, H, W) float32, 1 where a memory point is drawn
     depth: torch.Tensor      # (1, H, W) float32 metres along the view axis, 0 where not covered
-    extent: torch.Tensor | None = None   # (1, H, W) float32 the drawn point's larger side now, pixels
-    #                                      (about 1 at the view that inserted it; 0 where no point)
+    extent: torch.Tensor     # (1, H, W) float32 the drawn point's larger side now, pixels (about 1
+    #                          at the view that inserted it; 0 where no point)
 
 
 # -- the memory -------------------------------------------------------------------------------
