@@ -274,3 +274,20 @@ def test_a_render_of_some_pixels_is_the_full_render_there_and_nothing_elsewhere(
     assert not part.reshape(3, -1)[:, rest].any() and not part_cov.reshape(-1)[rest].any()
     with pytest.raises(ValueError, match="pixels"):
         dome.render(K, turned, 32, 32, pixels=torch.tensor([32 * 32]))
+
+
+def test_the_horizon_colour_is_the_lowest_seen_sky():
+    """Per seen column the lowest seen cell, their median: the sky just over a wall's top (the
+    fog's colour meets the sky there, ``aerial_fog``); None before any sky is seen."""
+    K = pinhole(64, 70.0)
+    directions = pixel_directions(K, LEVEL, 64, 64)
+    elevation = torch.rad2deg(torch.asin(directions[2])).reshape(64, 64)
+    rgb = torch.zeros(64, 64, 3, dtype=torch.uint8)
+    rgb[..., 0] = (100 + 3 * elevation).round().clamp(0, 255).to(torch.uint8)   # red rises with elevation
+    rgb[..., 1] = 90
+    sky = elevation >= 5.0
+    dome = SkyDome()
+    assert dome.horizon_colour() is None
+    dome.insert(rgb, sky, K, LEVEL)
+    got = dome.horizon_colour() * 255
+    assert abs(got[0] - (100 + 3 * 5.0)) <= 4.0 and abs(got[1] - 90) <= 1.0 and got[2] == 0

@@ -43,6 +43,7 @@ import torch
 
 from alaya.data.walkable_region import WalkableRegion
 from alaya.models.region_walls import camera_key, camera_rays, drawn_over, painted
+from alaya.models.aerial_fog import AerialFog, learn_fog
 from alaya.models.texture_tiles import LUMA, DistanceHaze, fill_empty, find_period, learn_haze
 
 ABOVE_FLOOR = 0.3            # metres above the camera's foot a floor point may be (a bump, a slope)
@@ -87,13 +88,15 @@ class RegionFloor:
         self.size = np.ones(2)                                              # metres the tile spans along x, y
         self.periods: tuple[float | None, float | None] = (None, None)
         self.height = 0.0                                                   # the floor plane's z, metres
-        self.haze: DistanceHaze | None = None                               # the start frame's, from its floor
+        self.haze: DistanceHaze | AerialFog | None = None                               # the start frame's, from its floor
         self._last_rays = None                                              # (camera, _rays of it)
 
-    def learn(self, xyz, rgb, eye) -> bool:
+    def learn(self, xyz, rgb, eye, fog_colour=None) -> bool:
         """The tile from points ``xyz`` (3, N) in the region's world (metres, z up) with colours
         ``rgb`` (N, 3) uint8, seen from ``eye`` (3,); False (``draw`` draws nothing) when fewer
-        than 200 of them are floor within reach."""
+        than 200 of them are floor within reach. The floor at every distance also gives the
+        haze: with ``fog_colour`` (3,) sRGB, an ``AerialFog`` of that colour (its density fitted
+        to the floor; ``DistanceHaze`` where too little floor is seen), else a ``DistanceHaze``."""
         xyz, rgb, eye = np.asarray(xyz, np.float64), np.asarray(rgb), np.asarray(eye, np.float64).reshape(-1)
         if xyz.ndim != 2 or xyz.shape[0] != 3 or rgb.shape != (xyz.shape[1], 3) or eye.shape != (3,):
             raise ValueError(f"xyz, rgb, eye: expected (3, N), (N, 3) and (3,), got {xyz.shape}, {rgb.shape}, {eye.shape}")
@@ -106,8 +109,11 @@ class RegionFloor:
         self.mips, self.haze = None, None
         if ground.any():                                   # the floor at any distance: the haze
             ground[ground] = _on_ground(xyz[:, ground])
-            self.haze = learn_haze(np.linalg.norm(xyz[:, ground] - eye[:, None], axis=0),
-                                   rgb[ground].astype(np.float32) / 255, near[ground])
+            distance, colours = np.linalg.norm(xyz[:, ground] - eye[:, None], axis=0), rgb[ground].astype(np.float32) / 255
+            if fog_colour is not None:
+                self.haze = learn_fog(distance, colours, fog_colour)
+            if self.haze is None:
+                self.haze = learn_haze(distance, colours, near[ground])
         if floor.sum() < MIN_POINTS:
             return False
         floor[floor] = _on_ground(xyz[:, floor])

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from alaya.data.walkable_region import WalkableRegion
+from alaya.models.aerial_fog import AerialFog
 from alaya.models.camera_constraints import camera_centre
 from alaya.models.memory_checks import check_camera
 from alaya.models.sky_dome import pixel_directions
@@ -182,10 +183,10 @@ class RegionWalls:
         self.out = np.stack([self.along[:, 1], -self.along[:, 0]], 1)      # (M, 2) outward normals
         self.offset = np.einsum("mk,mk->m", self.out, a) + self.margin     # wall plane: out . p = offset
         self.walls: list[WallTexture] | None = None
-        self.haze: DistanceHaze | None = None
+        self.haze: DistanceHaze | AerialFog | None = None
         self._last_hits = None                                             # (camera, _hits of it)
 
-    def learn(self, xyz, rgb, eye=None, haze: DistanceHaze | None = None) -> int:
+    def learn(self, xyz, rgb, eye=None, haze: DistanceHaze | AerialFog | None = None) -> int:
         """Each wall's texture from points ``xyz`` (3, N) in the region's world (metres, z up from
         its floor) with colours ``rgb`` (N, 3) uint8; returns how many walls the points show (0:
         ``draw`` draws nothing). With the camera centre ``eye`` (3,) that saw them and its
@@ -202,7 +203,7 @@ class RegionWalls:
             if eye.shape != (3,):
                 raise ValueError(f"eye: expected (3,), got {eye.shape}")
             self.haze = haze
-            colours = np.clip(colours - haze.at(np.linalg.norm(xyz - eye[:, None], axis=0)), 0, 1).astype(np.float32)
+            colours = haze.clear(colours, np.linalg.norm(xyz - eye[:, None], axis=0))
         seen: list[WallTexture | None] = []
         for m, near in enumerate(self.wall_points(xyz)):
             if near is None:
@@ -357,5 +358,5 @@ class RegionWalls:
                 pattern = self.detail.material_at(wall.material, u, z[i][on], along_view[i][on] / focal)
                 colours[on] = np.clip(colours[on] * (1 + pattern[:, None]), 0, 1).astype(np.float32)
         if self.haze is not None:
-            colours = np.clip(colours + self.haze.at(t[i]), 0, 1).astype(np.float32)
+            colours = self.haze.apply(colours, t[i])
         return painted(rgb, coverage, depth, i, colours, along_view[i])

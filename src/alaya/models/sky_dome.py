@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import torch
 import torch.nn.functional as F
 
@@ -127,6 +129,18 @@ class SkyDome:
         if not -90.0 <= float(elevation_degrees) <= 0.0:
             raise ValueError(f"elevation_degrees: expected -90 .. 0, got {elevation_degrees!r}")
         self.extend_to, self._extended = float(elevation_degrees), None
+
+    def horizon_colour(self, min_columns: int = 10) -> np.ndarray | None:
+        """(3,) sRGB in [0, 1]: the median over the seen columns of each one's lowest seen cell,
+        the sky where the frames showed it nearest the horizon (a game's distance fog meets its
+        sky there: ``aerial_fog``); None with fewer than ``min_columns`` columns seen."""
+        seen = self.seen.reshape(self.rows, self.cols)
+        columns = seen.any(0).nonzero().squeeze(1)
+        if len(columns) < min_columns:
+            return None
+        lowest = self.rows - 1 - seen[:, columns].flip(0).int().argmax(0)     # the largest seen row per column
+        rgb = self.rgb.reshape(self.rows, self.cols, 3)[lowest, columns]
+        return rgb.float().median(0).values.numpy().astype(np.float64) / 255.0
 
     def panorama(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(rgb (rows * cols, 3) uint8, known (rows * cols,) bool): the cells seen, and with

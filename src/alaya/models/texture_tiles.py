@@ -176,6 +176,14 @@ class DistanceHaze:
         centres = (np.arange(HAZE_BANDS) + 0.5) * HAZE_BAND
         return np.stack([np.interp(d, centres, self.offsets[:, k]) for k in range(3)], 1)
 
+    def clear(self, colours: np.ndarray, distance) -> np.ndarray:
+        """Colours (n, 3) in [0, 1] seen ``distance`` (n,) metres away, as seen near at hand."""
+        return np.clip(colours - self.at(distance), 0, 1).astype(np.float32)
+
+    def apply(self, colours: np.ndarray, distance) -> np.ndarray:
+        """Colours (n, 3) in [0, 1] near at hand, as seen ``distance`` (n,) metres away."""
+        return np.clip(colours + self.at(distance), 0, 1).astype(np.float32)
+
 
 def learn_haze(distance: np.ndarray, colours: np.ndarray, near: np.ndarray) -> DistanceHaze | None:
     """The haze of one surface's samples: their distances (N,) metres from the camera that saw
