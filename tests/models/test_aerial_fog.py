@@ -100,3 +100,38 @@ def test_a_floor_given_the_fog_colour_learns_its_fog_and_one_without_its_offsets
     close = d < 2.4
     floor.learn(xyz[:, close], rgb[close], eye, FOG)
     assert isinstance(floor.haze, DistanceHaze)
+
+
+def test_a_session_shell_fogs_its_walls_with_the_sky_at_the_horizon_when_asked():
+    """``memory_fog``: the shell's walls take the floor's ``AerialFog``, its colour the dome's
+    horizon colour; off (as folders saved before it load), or without a dome, the offsets."""
+    import torch
+    from types import SimpleNamespace
+
+    from alaya.models.region_shell import region_shell
+    from alaya.models.sky_dome import SkyDome
+    from alaya.models.view_warp import pinhole
+    from alaya.models.world import WorldModelConfig
+    region = WalkableRegion(np.array([[-25.0, -25.0], [25.0, -25.0], [25.0, 25.0], [-25.0, 25.0]]))
+    eye = np.array([0.0, 0.0, 1.4])
+    x, y = np.meshgrid(np.arange(1.0, 20.0, 0.1), np.arange(-6.0, 6.0, 0.1))
+    xyz = np.stack([x.ravel(), y.ravel(), np.zeros(x.size)])
+    rgb = (fogged(np.tile(LAWN, (x.size, 1)), np.linalg.norm(xyz - eye[:, None], axis=0)) * 255).round()
+    view = torch.eye(4, dtype=torch.float64)
+    view[:3, :3] = torch.tensor([[0.0, -1.0, 0.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]], dtype=torch.float64)
+    view[:3, 3] = -view[:3, :3] @ torch.tensor(eye)
+    dome = SkyDome()
+    K = pinhole(32, 50.0)
+    sky = torch.zeros(32, 32, dtype=torch.bool)
+    sky[:12] = True
+    dome.insert(torch.tensor((FOG * 255).round(), dtype=torch.uint8).expand(32, 32, 3), sky, K, view.float())
+    memory = SimpleNamespace(xyz=torch.from_numpy(xyz).float(), rgb=torch.from_numpy(rgb).to(torch.uint8), dome=dome)
+    config = WorldModelConfig(memory_wall_margin=0.5, memory_floor=True, memory_fog=True)
+    shell = region_shell(region, torch.eye(4, dtype=torch.float64), memory, config, view)
+    assert isinstance(shell.walls.haze, AerialFog) and shell.walls.haze is shell.floor.haze
+    assert np.abs(shell.walls.haze.colour * 255 - (FOG * 255).round()).max() <= 1.0
+    assert abs(shell.walls.haze.density - DENSITY) <= 0.005
+    for off in (WorldModelConfig(memory_wall_margin=0.5, memory_floor=True), config):
+        plain = region_shell(region, torch.eye(4, dtype=torch.float64), memory if off is not config
+                             else SimpleNamespace(xyz=memory.xyz, rgb=memory.rgb, dome=None), off, view)
+        assert isinstance(plain.walls.haze, DistanceHaze)
