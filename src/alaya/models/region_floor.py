@@ -42,8 +42,8 @@ import numpy as np
 import torch
 
 from alaya.data.walkable_region import WalkableRegion
-from alaya.models.region_walls import camera_key, camera_rays, drawn_over, painted
 from alaya.models.aerial_fog import AerialFog, learn_fog
+from alaya.models.region_walls import camera_key, camera_rays, drawn_over, painted
 from alaya.models.texture_tiles import LUMA, DistanceHaze, fill_empty, find_period, learn_haze
 
 ABOVE_FLOOR = 0.3            # metres above the camera's foot a floor point may be (a bump, a slope)
@@ -88,7 +88,7 @@ class RegionFloor:
         self.size = np.ones(2)                                              # metres the tile spans along x, y
         self.periods: tuple[float | None, float | None] = (None, None)
         self.height = 0.0                                                   # the floor plane's z, metres
-        self.haze: DistanceHaze | AerialFog | None = None                               # the start frame's, from its floor
+        self.haze: DistanceHaze | AerialFog | None = None                   # the start frame's, from its floor
         self._last_rays = None                                              # (camera, _rays of it)
 
     def learn(self, xyz, rgb, eye, fog_colour=None) -> bool:
@@ -109,7 +109,8 @@ class RegionFloor:
         self.mips, self.haze = None, None
         if ground.any():                                   # the floor at any distance: the haze
             ground[ground] = _on_ground(xyz[:, ground])
-            distance, colours = np.linalg.norm(xyz[:, ground] - eye[:, None], axis=0), rgb[ground].astype(np.float32) / 255
+            distance = np.linalg.norm(xyz[:, ground] - eye[:, None], axis=0)
+            colours = rgb[ground].astype(np.float32) / 255
             if fog_colour is not None:
                 self.haze = learn_fog(distance, colours, fog_colour)
             if self.haze is None:
