@@ -52,7 +52,7 @@ def test_apply_puts_back_what_clear_took_off():
 def test_the_density_is_learnt_back_from_a_fogged_floor():
     d, colours = lawn(20000)
     for density in (0.0, 0.015, DENSITY, 0.06):
-        fog = learn_fog(d, fogged(np.clip(LAWN + 0 * d[:, None], 0, 1), d, density), FOG)
+        fog = learn_fog(d, fogged(np.tile(LAWN, (len(d), 1)), d, density), FOG)
         assert fog is not None and abs(fog.density - density) <= 0.0025
     fog = learn_fog(d, colours, FOG)                                           # with the grain
     assert abs(fog.density - DENSITY) <= 0.005
@@ -131,7 +131,8 @@ def test_a_session_shell_fogs_its_walls_with_the_sky_at_the_horizon_when_asked()
     assert isinstance(shell.walls.haze, AerialFog) and shell.walls.haze is shell.floor.haze
     assert np.abs(shell.walls.haze.colour * 255 - (FOG * 255).round()).max() <= 1.0
     assert abs(shell.walls.haze.density - DENSITY) <= 0.005
-    for off in (WorldModelConfig(memory_wall_margin=0.5, memory_floor=True), config):
-        plain = region_shell(region, torch.eye(4, dtype=torch.float64), memory if off is not config
-                             else SimpleNamespace(xyz=memory.xyz, rgb=memory.rgb, dome=None), off, view)
+    off = WorldModelConfig(memory_wall_margin=0.5, memory_floor=True)
+    no_dome = SimpleNamespace(xyz=memory.xyz, rgb=memory.rgb, dome=None)
+    for plain in (region_shell(region, torch.eye(4, dtype=torch.float64), memory, off, view),
+                  region_shell(region, torch.eye(4, dtype=torch.float64), no_dome, config, view)):
         assert isinstance(plain.walls.haze, DistanceHaze)

@@ -75,7 +75,8 @@ def learn_fog(distance: np.ndarray, colours: np.ndarray, colour) -> AerialFog | 
     c = to_linear(colours)
     if d.ndim != 1 or c.shape != (len(d), 3):
         raise ValueError(f"distance, colours: expected (n,) and (n, 3), got {d.shape} and {c.shape}")
-    g = to_linear(np.asarray(colour, np.float64).reshape(3))
+    colour = np.asarray(colour, np.float64).reshape(3)
+    g = to_linear(colour)
     band = np.floor(np.nan_to_num(d, nan=-1.0, posinf=-1.0) / BAND).astype(np.int64)
     ok = band >= 0
     band, c = band[ok], c[ok]
@@ -93,4 +94,4 @@ def learn_fog(distance: np.ndarray, colours: np.ndarray, colour) -> AerialFog | 
         err = float((weight[:, None] * (target - keep[:, None] * floor) ** 2).sum())
         if err < best_err:
             best, best_err = float(density), err
-    return AerialFog(best, np.asarray(colour, np.float64).reshape(3).copy())
+    return AerialFog(best, colour.copy())
