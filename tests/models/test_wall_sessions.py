@@ -138,3 +138,25 @@ def test_a_session_walking_up_to_a_far_seen_wall_draws_it_over_its_magnified_poi
         drawn_over[above] = [0 if c is None else int(c.sum()) for c in seen]
     assert drawn_over[0.0] == [0] * 20
     assert drawn_over[3.0][0] == 0 and drawn_over[3.0][-1] > 100     # none at first, the wall's pixels at last
+
+
+def test_one_seed_draws_each_world_its_own_walls_and_a_world_replayed_the_same():
+    """The seed a session's shell draws its unseen borders' materials from mixes the session's
+    seed with its start frame (``world_seed``): one seed played from different worlds does not give
+    every world the same borders, and the same world and seed give the same ones again."""
+    import dataclasses
+
+    from alaya.runtime.world_session import WorldSession, world_seed
+    from tiny_memory import still_model
+    frames = [wall_ahead(5.0, distance, rows) for distance, rows in ((1.5, 8), (2.0, 8), (1.5, 10))]
+    assert world_seed(3, frames[0][2]) == world_seed(3, frames[0][2].copy())
+    assert len({world_seed(3, f[2]) for f in frames} | {world_seed(4, frames[0][2])}) == 4
+    model = still_model()
+    model.config = dataclasses.replace(model.config, memory_wall_margin=0.5)
+    seeds = []
+    for region, start, frame, depth in frames + frames[:1]:
+        session = WorldSession(model, size=32, backend="torch", camera_motion=_Turn(), region=region, seed=3)
+        session.reset(frame, depth=depth, view=start.numpy(), pitch=0.0)
+        seeds.append(session._shell.walls.seed)
+    assert len(set(seeds[:3])) == 3 and seeds[3] == seeds[0]
+    assert seeds[0] == world_seed(3, frames[0][2]) % 2 ** 63
