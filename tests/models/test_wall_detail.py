@@ -13,31 +13,8 @@ from alaya.models.region_walls import RegionWalls
 from alaya.models.view_warp import pinhole
 from alaya.models.wall_detail import WallDetail, WallDetailConfig, periodic, relative_detail
 from alaya.train.wall_detail import WallDetailFitConfig, wall_tile
+from wall_views import EYE, SIZE, STRIPE, facing_wall
 
-SIZE = 128
-EYE = 1.4
-STRIPE = 0.1           # metres: the synthetic wall's stripes (dark, light) up the wall
-
-
-def facing_wall(distance: float, floor: bool = False):
-    """(rgb uint8 (H, W, 3), depth (H, W), K, world_to_camera) of a level camera at (0, 0, EYE)
-    looking along +y at the wall y = ``distance``, striped up the wall; with ``floor`` the view
-    pitched down 60 degrees at the floor z = 0 instead (no wall in view)."""
-    K = pinhole(SIZE, 70.0).numpy().astype(np.float64)
-    pitch = math.radians(-60.0 if floor else 0.0)
-    forward = np.array([0.0, math.cos(pitch), math.sin(pitch)])
-    right = np.array([1.0, 0.0, 0.0])
-    up = np.cross(right, forward)
-    R = np.stack([right, up, -forward])
-    w2c = np.eye(4)
-    w2c[:3, :3], w2c[:3, 3] = R, -R @ np.array([0.0, 0.0, EYE])
-    v, u = np.meshgrid(np.arange(SIZE) + 0.5, np.arange(SIZE) + 0.5, indexing="ij")
-    ray = R.T @ np.stack([(u - K[0, 2]) / K[0, 0], -(v - K[1, 2]) / K[1, 1], -np.ones_like(u)]).reshape(3, -1)
-    s = (0.0 - EYE) / ray[2] if floor else distance / ray[1]              # along the ray per metre of depth
-    hit = np.array([0.0, 0.0, EYE])[:, None] + s * ray
-    light = (np.floor(hit[2] / STRIPE) % 2 == 0) if not floor else (np.floor(hit[0] / STRIPE) % 2 == 0)
-    rgb = np.where(light[:, None], [[200, 180, 160]], [[100, 90, 80]]).astype(np.uint8).reshape(SIZE, SIZE, 3)
-    return rgb, s.reshape(SIZE, SIZE), K, w2c
 
 
 def test_a_wall_close_up_gives_a_tile_of_its_stripes_and_a_floor_or_a_far_wall_none():

@@ -91,12 +91,13 @@ class RegionFloor:
         self.haze: DistanceHaze | AerialFog | None = None                   # the start frame's, from its floor
         self._last_rays = None                                              # (camera, _rays of it)
 
-    def learn(self, xyz, rgb, eye, fog_colour=None) -> bool:
+    def learn(self, xyz, rgb, eye, fog_colour=None, fog: AerialFog | None = None) -> bool:
         """The tile from points ``xyz`` (3, N) in the region's world (metres, z up) with colours
         ``rgb`` (N, 3) uint8, seen from ``eye`` (3,); False (``draw`` draws nothing) when fewer
-        than 200 of them are floor within reach. The floor at every distance also gives the
-        haze: with ``fog_colour`` (3,) sRGB, an ``AerialFog`` of that colour (its density fitted
-        to the floor; ``DistanceHaze`` where too little floor is seen), else a ``DistanceHaze``."""
+        than 200 of them are floor within reach. The haze: a learnt ``fog`` as it is; else the
+        floor at every distance gives it: with ``fog_colour`` (3,) sRGB, an ``AerialFog`` of that
+        colour (its density fitted to the floor; ``DistanceHaze`` where too little floor is seen),
+        else a ``DistanceHaze``."""
         xyz, rgb, eye = np.asarray(xyz, np.float64), np.asarray(rgb), np.asarray(eye, np.float64).reshape(-1)
         if xyz.ndim != 2 or xyz.shape[0] != 3 or rgb.shape != (xyz.shape[1], 3) or eye.shape != (3,):
             raise ValueError(f"xyz, rgb, eye: expected (3, N), (N, 3) and (3,), got {xyz.shape}, {rgb.shape}, {eye.shape}")
@@ -107,7 +108,9 @@ class RegionFloor:
         ground = (xyz[2] < foot + ABOVE_FLOOR) & (xyz[2] > foot - BELOW_FLOOR)
         floor = near & ground
         self.mips, self.haze = None, None
-        if ground.any():                                   # the floor at any distance: the haze
+        if fog is not None:
+            self.haze = fog
+        elif ground.any():                                 # the floor at any distance: the haze
             ground[ground] = _on_ground(xyz[:, ground])
             distance = np.linalg.norm(xyz[:, ground] - eye[:, None], axis=0)
             colours = rgb[ground].astype(np.float32) / 255

@@ -75,7 +75,8 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
                  style: torch.Tensor | None = None, seed: int = 0) -> RegionShell | None:
     """The shell ``config`` (a ``WorldModelConfig``: ``memory_wall_margin``, ``memory_wall_borrow``,
     ``memory_wall_facing``, ``memory_wall_material``, ``memory_floor``, ``eye_height``; ``memory_fog``:
-    the haze as the fog of the memory dome's horizon colour) asks for, learnt from ``memory``'s
+    the haze as the recorded style's fog, ``WallDetail.fog_for``, else as the fog of the memory dome's
+    horizon colour) asks for, learnt from ``memory``'s
     points (the start frame's, session world) seen from ``start_view`` (session world_to_camera), the walls with
     ``wall_detail``'s close-up detail where given, and those no frame showed in the colour that the
     recorded style nearest the prompt's embedding ``style`` (text_dim,) gives walls facing their way
@@ -89,8 +90,9 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
     rgb = memory.rgb.numpy()
     eye = (R[:3, :3] @ camera_centre(torch.as_tensor(start_view).double()) + R[:3, 3]).numpy()
     floor = RegionFloor(region, config.memory_wall_margin or FLOOR_MARGIN, eye_height=config.eye_height)
+    fog = wall_detail.fog_for(style) if config.memory_fog and wall_detail is not None and style is not None else None
     fog_colour = memory.dome.horizon_colour() if config.memory_fog and memory.dome is not None else None
-    floor.learn(xyz, rgb, eye, fog_colour)         # (learnt for its haze, which the walls take, even when not drawn)
+    floor.learn(xyz, rgb, eye, fog_colour, fog)    # (learnt for its haze, which the walls take, even when not drawn)
     walls = None
     if config.memory_wall_margin > 0:
         facing = None

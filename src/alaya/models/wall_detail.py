@@ -40,6 +40,11 @@ the recorded walls, not their mean), in its facing's colour. ``material_at`` loo
 ``at`` does, interpolated bilinearly within the footprint's level, and scattered per 0.64 m cell
 where it has no period of its own (``alaya.models.wall_materials``: a streaked material repeated
 as it is shows its tile as a grid of bumps).
+
+``fog`` holds each recorded style's fog (``AerialFog``: density and colour, learnt from surface
+points the recordings saw at two distances, ``alaya.train.fog_pairs``); ``fog_for`` gives it for
+a session's prompt, and the walls a start frame saw far away are cleared of it
+(``region_shell``, ``memory_fog``).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from alaya.models.aerial_fog import AerialFog
 from alaya.models.wall_materials import (bilinear_tiled, material_pattern, relative_luma, repeating_axes,
                                          scattered_tile)
 from alaya.nn.pretrained import from_pretrained, save_pretrained
@@ -78,6 +84,7 @@ class WallDetailConfig:
     top_mean: float = 0.0                # metres: the recorded border walls' mean top (0: none recorded)
     top_between: float = 0.0             # m²: the variance of the recorded worlds' mean tops ...
     top_within: float = 0.0              # m²: ... and of the tops within one world
+    fog: bool = False                    # each recorded style's fog is kept (``fog_for``; a folder saved before has none)
 
     def __post_init__(self) -> None:
         if self.tiles < 1 or self.tile < 2 or self.levels < 1:
@@ -86,6 +93,8 @@ class WallDetailConfig:
         if not (math.isfinite(self.texel) and self.texel > 0 and math.isfinite(self.far) and self.far > self.texel):
             raise ValueError(f"WallDetailConfig: texel > 0 and far > texel (metres) expected, got "
                              f"{self.texel!r}, {self.far!r}")
+        if self.fog and not self.styles:
+            raise ValueError("WallDetailConfig.fog: a fog is kept per recorded style, and styles is 0")
         if self.styles < 0 or self.text_dim < 1:
             raise ValueError(f"WallDetailConfig: styles >= 0 and text_dim >= 1 expected, got "
                              f"{self.styles}, {self.text_dim}")
@@ -192,6 +201,10 @@ class WallDetail(nn.Module):
             self.register_buffer("facing", torch.zeros(c.styles, 3, 3))
         else:
             self.style_keys, self.facing = torch.zeros(0, c.text_dim), torch.zeros(0, 3, 3)
+        if c.fog:                         # per style: density per metre, colour sRGB (3,) (above 1: lit)
+            self.register_buffer("fog", torch.zeros(c.styles, 4))
+        else:
+            self.fog = torch.zeros(0, 4)
         if c.materials:                   # (nor one saved without materials)
             self.register_buffer("materials", torch.zeros(c.materials, c.tile, c.tile))
         else:
@@ -227,6 +240,16 @@ class WallDetail(nn.Module):
         self.style_keys.copy_(F.normalize(style_keys.float(), dim=-1))
         self.facing.copy_(facing.float())
 
+    def set_fog(self, fog: torch.Tensor) -> None:
+        """Take each recorded style's fog (styles, 4): density per metre, then its colour (3,) sRGB
+        (``AerialFog``, as ``learn_fog_from_pairs`` learns it)."""
+        c = self.config
+        if not c.fog or tuple(fog.shape) != (c.styles, 4):
+            raise ValueError(f"fog: expected {(c.styles, 4)} with config.fog, got {tuple(fog.shape)} (fog {c.fog})")
+        if not (torch.isfinite(fog).all() and (fog >= 0).all()):
+            raise ValueError("fog: must be finite and >= 0")
+        self.fog.copy_(fog.float())
+
     def set_materials(self, luma: torch.Tensor) -> None:
         """Take ``luma`` (materials, tile, tile): walls' luminance, row 0 lowest;
         their patterns are kept (``material_pattern``), and along which axes each repeats
@@ -256,10 +279,9 @@ class WallDetail(nn.Module):
         level = footprint_level(pixel_metres, c.texel, c.material_levels)
         return bilinear_tiled(levels, level, np.nan_to_num(u) / c.texel, np.nan_to_num(z) / c.texel)
 
-    def facing_for(self, style) -> FacingColour | None:
-        """The ``FacingColour`` of the recorded style nearest a prompt's embedding ``style`` (text_dim,),
-        or None: no recorded style is within ``MIN_STYLE_SIMILARITY`` (an empty prompt, a look the
-        recordings never had)."""
+    def recorded_style(self, style) -> int | None:
+        """The recorded style nearest a prompt's embedding ``style`` (text_dim,), or None: none is
+        within ``MIN_STYLE_SIMILARITY`` (an empty prompt, a look the recordings never had)."""
         style = torch.as_tensor(style, dtype=torch.float32).reshape(-1)
         if style.shape != (self.config.text_dim,) or not torch.isfinite(style).all():
             raise ValueError(f"style: expected {self.config.text_dim} finite values, got shape {tuple(style.shape)}")
@@ -267,9 +289,21 @@ class WallDetail(nn.Module):
             return None
         similarity = self.style_keys @ F.normalize(style, dim=0)
         best = int(similarity.argmax())
-        if float(similarity[best]) < MIN_STYLE_SIMILARITY:
+        return best if float(similarity[best]) >= MIN_STYLE_SIMILARITY else None
+
+    def facing_for(self, style) -> FacingColour | None:
+        """The ``FacingColour`` of the recorded style nearest ``style`` (``recorded_style``), or None."""
+        best = self.recorded_style(style)
+        return None if best is None else FacingColour(self.facing[best].double().numpy())
+
+    def fog_for(self, style) -> AerialFog | None:
+        """The fog of the recorded style nearest ``style`` (``recorded_style``), or None: none near,
+        or no fog kept."""
+        best = self.recorded_style(style) if self.config.fog else None
+        if best is None:
             return None
-        return FacingColour(self.facing[best].double().numpy())
+        fog = self.fog[best].double().numpy()
+        return AerialFog(float(fog[0]), fog[1:].copy())
 
     def unseen_top(self, seen) -> float:
         """The top (metres above the floor) of a border wall no frame showed, given the tops ``seen``

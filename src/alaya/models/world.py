@@ -125,9 +125,10 @@ class WorldModelConfig:
     memory_shell_coarse: float = 0.0     # > 0: the walls and floor are also drawn over the memory's points on
                                          # them that span more than this many pixels now (region_shell.coarse_points:
                                          # a far-seen wall walked up to), else only where it has none nearer
-    memory_fog: bool = False             # with memory_sky_dome and the region's walls: the start frame's fog taken
-                                         # out of the walls' far-seen colours as a blend towards the sky's colour
-                                         # at the horizon (aerial_fog.AerialFog), else as the floor's offset per metre
+    memory_fog: bool = False             # the start frame's fog taken out of the walls' far-seen colours as a blend
+                                         # towards the fog's colour (aerial_fog.AerialFog): the prompt's recorded
+                                         # style's (WallDetail.fog_for), else, with memory_sky_dome, the sky's at the
+                                         # horizon, its density fitted to the floor; off: as the floor's offset per metre
     memory_sky_extend: bool = False      # with memory_sky_dome: the sky no frame showed drawn by its elevation's
                                          # seen colour (SkyDome.extend), and a generated frame's sky kept out of it
     memory_hole_base: str = "context"    # the residual's zero where the memory does not cover: the newest

@@ -23,6 +23,10 @@ whole as the walls' materials, chosen to span their range of fine detail (``repr
 
 Where the episodes have cameras, the border walls' tops their first frames show are measured too
 (``border_tops``): what a session draws a border no frame showed at (``WallDetail.unseen_top``).
+
+With ``fog``, each of those styles' fog is learnt from surface points its frames saw at two
+distances (``alaya.train.fog_pairs``, ``learn_fog_from_pairs``): what a session takes off the walls
+its start frame saw far away (``WallDetail.fog_for``).
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ from tqdm import tqdm
 
 from alaya.data.episodes import EpisodeDataset
 from alaya.data.start_frames import recorded_region
+from alaya.models.aerial_fog import MIN_PAIRS, learn_fog_from_pairs
 from alaya.models.memory_geometry import camera_points
 from alaya.train.border_tops import border_tops
+from alaya.train.fog_pairs import surface_pairs
 from alaya.models.texture_tiles import LUMA
 from alaya.text.encoder import PromptEncoder
 from alaya.models.wall_detail import WallDetail, WallDetailConfig, box_mean, facing_basis, relative_detail
@@ -62,6 +68,7 @@ class WallDetailFitConfig:
     materials: int = 48                  # material tiles kept (0: none): tiles whole, evenly lit
     wall_margin: float = 0.6             # metres: the border walls beyond the players' region whose tops are
                                          # measured (``border_tops``; a world model's ``memory_wall_margin``)
+    fog: bool = True                     # each style's fog learnt (``fog_pairs``)
     progress: bool = True
     model: WallDetailConfig = None       # type: ignore[assignment]   (default WallDetailConfig())
 
@@ -154,6 +161,8 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
         raise ValueError(f"{cfg.data}: no episodes")
     m = cfg.model
     tiles, facings, styles, searched, first_frames = [], [], [], 0, []
+    pairs: dict[str, list[np.ndarray]] = {}
+    pair_rng = np.random.default_rng(cfg.seed)
     for eid in tqdm(ids, desc="wall tiles", unit="episode", disable=not cfg.progress):
         ep = ds.load(eid)
         for name in ("depth", "K", "world_to_camera"):
@@ -162,6 +171,9 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
         first_frames.append((ep["depth"][0], ep["K"], ep["world_to_camera"][0]))    # (for the border tops)
         rgb = ep["rgb"] if ep["rgb"].ndim == 5 else ep["rgb"][None]
         names = [str(n) for n in ep["styles"]]
+        if cfg.fog:
+            for name, found in zip(names, surface_pairs(rgb, ep["depth"], ep["K"], ep["world_to_camera"], pair_rng)):
+                pairs.setdefault(name, []).append(found)
         for t in range(0, ep["depth"].shape[0], cfg.every):
             for s in range(rgb.shape[0]):
                 searched += 1
@@ -189,8 +201,12 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
     region = recorded_region(ds, ("train", "val", "test"))
     tops = border_tops(first_frames, region[0], cfg.wall_margin) if region is not None else {}
     top_fields = {f"top_{k}": tops[k] for k in ("mean", "between", "within") if k in tops}
+    fogs = {}
+    seen = {name: np.concatenate(pairs.get(name, [np.zeros((0, 8))])) for name in fits} if cfg.fog else {}
+    if seen and min(len(p) for p in seen.values()) >= MIN_PAIRS:    # (a fog for every style, or none)
+        fogs = {name: learn_fog_from_pairs(p[:, 0:3], p[:, 3:6], p[:, 6], p[:, 7]) for name, p in seen.items()}
     model = WallDetail(dataclasses.replace(m, styles=len(fits), materials=cfg.materials, scatter=cfg.materials > 0,
-                                           **top_fields))
+                                           fog=bool(fogs), **top_fields))
     model.set_tiles(detail, colours.mean((1, 2)))
     if cfg.materials:
         model.set_materials(torch.stack([even[i] for i in chosen]))
@@ -199,13 +215,17 @@ def fit_wall_detail(cfg: WallDetailFitConfig) -> tuple[WallDetail, dict]:
         keys = [encoder.encode(list(ds.meta.styles[name])).float().mean(0) for name in fits]    # set_facing: unit
         model.set_facing(torch.stack(keys),
                          torch.from_numpy(np.stack([f[0] for f in fits.values()])))
+    if fogs:
+        model.set_fog(torch.tensor([[f.density, *f.colour] for f, _ in fogs.values()]))
     report = {"frames_searched": searched, "candidates": len(tiles), "tiles": m.tiles,
               "evenly_lit": len(even), "materials": cfg.materials,
               "material_rms": float(model.materials.pow(2).mean().sqrt()) if cfg.materials else None,
               "detail_rms": float(detail.pow(2).mean().sqrt()),
               "key_spread": [float(x) for x in model.keys.std(0)], "border_tops": tops,
               "facing": {name: {"candidates": styles.count(name), "colour_rms": f[1], "residual_rms": f[2]}
-                         for name, f in fits.items()}}
+                         for name, f in fits.items()},
+              "fog": {name: {"density": f.density, "colour": [float(x) for x in f.colour], **r}
+                      for name, (f, r) in fogs.items()}}
     return model, report
 
 
