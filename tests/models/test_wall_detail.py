@@ -70,6 +70,20 @@ def test_at_picks_the_level_of_the_pixel_footprint_and_nearest_the_colour(detail
     assert detail.nearest([0.8, 0.35, 0.2]) == 0 and detail.nearest([0.5, 0.5, 0.55]) == 1
 
 
+def test_among_the_tiles_nearest_a_colour_the_one_of_median_detail_is_picked():
+    """Brown walls from plain to coursed: the nearest tile alone is the strongest; among the three
+    nearest, the median; a far colour does not count."""
+    model = WallDetail(WallDetailConfig(tiles=4, tile=16, levels=1))
+    grain = torch.from_numpy(np.random.default_rng(0).normal(0, 1, (16, 16))).float()
+    model.set_tiles(torch.stack([0.3 * grain, 0.02 * grain, 0.1 * grain, 0.05 * grain]),
+                    torch.tensor([[0.50, 0.30, 0.20], [0.52, 0.31, 0.21], [0.48, 0.30, 0.19], [0.1, 0.1, 0.9]]))
+    assert model.nearest([0.5, 0.3, 0.2]) == 0
+    assert model.nearest([0.5, 0.3, 0.2], among=3) == 2                 # strengths 0.3, 0.02, 0.1: the median
+    assert model.nearest([0.5, 0.3, 0.2], among=4) == 3                 # the blue tile's 0.05 now counts
+    with pytest.raises(ValueError, match="among"):
+        model.nearest([0.5, 0.3, 0.2], among=0)
+
+
 def test_bad_input_names_the_field_and_a_saved_detail_loads_back(detail, tmp_path):
     with pytest.raises(ValueError, match="detail, keys"):
         detail.set_tiles(torch.zeros(3, 16, 16), torch.zeros(3, 3))
@@ -95,6 +109,10 @@ def test_a_wall_walked_up_to_shows_the_detail_and_a_far_one_is_unchanged(detail)
     for w in (plain, fine):
         assert w.learn(xyz, rgb) == 1
     assert fine.walls[0].detail == 0 and plain.walls[0].detail == -1
+    among = RegionWalls(region, margin=0.5, detail=detail, detail_among=2)    # of the two nearest, the median (weaker)
+    assert among.learn(xyz, rgb) == 1 and among.walls[0].detail == 1
+    with pytest.raises(ValueError, match="detail_among"):
+        RegionWalls(region, detail=detail, detail_among=0)
     K = pinhole(64, 70.0)
 
     def drawn(walls, x):
@@ -153,6 +171,8 @@ def test_the_shipped_world_model_carries_its_wall_detail():
     from alaya.text.encoder import PromptEncoder
     sunset = detail.facing_for(PromptEncoder().encode("a golden sunset"))    # the test scenes' style was recorded
     assert sunset is not None and 0.2 < sunset([1.0, 0.0]).mean() < sunset([-1.0, 0.0]).mean() < 0.9
+    fog = detail.fog_for(PromptEncoder().encode("a golden sunset"))           # learnt: the game's 0.02 a metre
+    assert fog is not None and 0.01 <= fog.density <= 0.03 and fog.colour[0] > fog.colour[1] > fog.colour[2]
     assert detail.config.materials >= 16 and torch.isfinite(detail.materials).all()
     strength = detail.materials.pow(2).mean((1, 2)).sqrt()
     assert 0.01 < float(strength.median()) < 0.2 and float(strength.min()) > 0.002   # materials, none flat

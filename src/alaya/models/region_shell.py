@@ -74,7 +74,7 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
                  start_view: torch.Tensor, wall_detail: WallDetail | None = None,
                  style: torch.Tensor | None = None, seed: int = 0) -> RegionShell | None:
     """The shell ``config`` (a ``WorldModelConfig``: ``memory_wall_margin``, ``memory_wall_borrow``,
-    ``memory_wall_facing``, ``memory_wall_material``, ``memory_floor``, ``eye_height``; ``memory_fog``:
+    ``memory_wall_facing``, ``memory_wall_material``, ``memory_wall_detail_among``, ``memory_floor``, ``eye_height``; ``memory_fog``:
     the haze as the recorded style's fog, ``WallDetail.fog_for``, else as the fog of the memory dome's
     horizon colour) asks for, learnt from ``memory``'s
     points (the start frame's, session world) seen from ``start_view`` (session world_to_camera), the walls with
@@ -99,6 +99,7 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
         if config.memory_wall_facing and wall_detail is not None and style is not None:
             facing = wall_detail.facing_for(style)
         walls = RegionWalls(region, config.memory_wall_margin, borrow=config.memory_wall_borrow, detail=wall_detail,
-                            facing=facing, materials=config.memory_wall_material, seed=seed)
+                            facing=facing, materials=config.memory_wall_material, seed=seed,
+                            detail_among=config.memory_wall_detail_among)
         walls.learn(xyz, rgb, eye, floor.haze)
     return RegionShell(walls, floor if config.memory_floor else None, to_region)

@@ -34,7 +34,8 @@ the floor and that wall's top, and the render has no point there or one more tha
 the wall, the pixel shows the texel the ray meets (tiled along the edge; nearest texel, so the
 texture's edges stay crisp, but interpolated where a texel is seen over ``MAGNIFIED`` pixels
 wide, so a wall walked up to is not a grid of flat blocks, and there, with a ``WallDetail``,
-times 1 + the close-up detail of walls of its colour: ``alaya.models.wall_detail``), at the
+times 1 + the close-up detail of walls of its colour, ``alaya.models.wall_detail``; with
+``detail_among`` > 1 the median detail of that many tiles nearest its colour), at the
 wall's depth, as covered. The network then refines a wall where it would have invented a field.
 """
 
@@ -165,15 +166,17 @@ class RegionWalls:
     def __init__(self, region: WalkableRegion, margin: float = 0.6, texel: float = 0.12,
                  borrow: bool = True, fold: bool = True, sharpen: float = SHARPEN,
                  detail: WallDetail | None = None, facing: FacingColour | None = None, materials: bool = False,
-                 seed: int = 0) -> None:
+                 seed: int = 0, detail_among: int = 1) -> None:
         if not (np.isfinite(margin) and margin >= 0):
             raise ValueError(f"margin: metres >= 0, got {margin!r}")
+        if detail_among < 1:
+            raise ValueError(f"detail_among: tiles >= 1, got {detail_among!r}")
         if not (np.isfinite(texel) and texel > 0):
             raise ValueError(f"texel: metres > 0, got {texel!r}")
         if not (np.isfinite(sharpen) and sharpen >= 0):
             raise ValueError(f"sharpen: >= 0, got {sharpen!r}")
         self.margin, self.texel, self.borrow, self.fold = float(margin), float(texel), bool(borrow), bool(fold)
-        self.sharpen, self.detail, self.facing = float(sharpen), detail, facing
+        self.sharpen, self.detail, self.facing, self.detail_among = float(sharpen), detail, facing, int(detail_among)
         self.draw_materials = bool(materials) and detail is not None and detail.config.materials > 0
         self.seed = int(seed) % 2 ** 63                 # (any int: a session seed may be negative)
         a = np.asarray(region.hull, np.float64)
@@ -235,7 +238,8 @@ class RegionWalls:
             np.add.at(count, (iz, iu), 1)
             texels = np.where(count[..., None] > 0, total / np.maximum(count, 1)[..., None], np.nan)
             texels = sharpened(fill_empty(texels), pz is not None, self.sharpen)
-            tile = self.detail.nearest(texels.reshape(-1, 3).mean(0)) if self.detail is not None else -1
+            colour = texels.reshape(-1, 3).mean(0)
+            tile = self.detail.nearest(colour, self.detail_among) if self.detail is not None else -1
             seen.append(WallTexture(texels, float(u0), top, int(near.sum()), texel_u, texel_z, pz is not None, tile))
         known = [w for w in seen if w is not None]
         if not known:

@@ -328,13 +328,19 @@ class WallDetail(nn.Module):
             self._numpy = footprint_levels(self.tiles, self.config.levels), self.keys.numpy().astype(np.float64)
         return self._numpy
 
-    def nearest(self, colour) -> int:
-        """The tile whose mean colour is nearest ``colour`` (3,) in [0, 1]."""
+    def nearest(self, colour, among: int = 1) -> int:
+        """The tile whose mean colour is nearest ``colour`` (3,) in [0, 1]; with ``among`` > 1, of
+        the ``among`` nearest the one of median detail (RMS): walls of one colour range from plain
+        marble to brick courses, and a colour alone says little of which."""
         colour = np.asarray(colour, np.float64).reshape(-1)
         if colour.shape != (3,) or not np.isfinite(colour).all():
             raise ValueError(f"colour: expected 3 finite values in [0, 1], got {colour!r}")
-        _, keys = self._arrays()
-        return int(np.argmin(((keys - colour) ** 2).sum(1)))
+        if among < 1:
+            raise ValueError(f"among: tiles >= 1, got {among!r}")
+        levels, keys = self._arrays()
+        near = np.argsort(((keys - colour) ** 2).sum(1), kind="stable")[:among]
+        strength = np.sqrt((levels[near, 0] ** 2).mean((1, 2)))
+        return int(near[np.argsort(strength, kind="stable")[(len(near) - 1) // 2]])
 
     def at(self, tile: int, u, z, pixel_metres) -> np.ndarray:
         """(n,) the detail of ``tile`` at ``u``, ``z`` (n,) metres along and up a wall, for pixels each

@@ -119,6 +119,8 @@ class WorldModelConfig:
     memory_wall_facing: bool = True      # ... recoloured so (WallDetail.facing_for); off: the best-seen one's colour
     memory_wall_material: bool = True    # ... and drawn as one of the recorded walls' materials (WallDetail.materials,
                                          # when it has them), picked by the session's seed; off: the borrowed grain
+    memory_wall_detail_among: int = 1    # a seen wall's close-up detail: the tile of median detail among this many
+                                         # nearest its colour (WallDetail.nearest); 1: the nearest (as shipped)
     memory_floor: bool = False           # play draws the walkable region's floor, tiled with the start frame's
                                          # floor texture, where the memory has nothing nearer (RegionFloor;
                                          # a session with a region and a start view)
@@ -168,6 +170,8 @@ class WorldModelConfig:
         if self.view_warp and self.action_history < self.context:
             raise ValueError(f"view_warp: action_history ({self.action_history}) must cover the context "
                              f"({self.context}) to know each context frame's rotation")
+        if self.memory_wall_detail_among < 1:
+            raise ValueError(f"memory_wall_detail_among: tiles >= 1, got {self.memory_wall_detail_among!r}")
         if self.memory_depth_median < 0 or (self.memory_depth_median > 1 and self.memory_depth_median % 2 == 0):
             raise ValueError(f"memory_depth_median: an odd window or 0, got {self.memory_depth_median!r}")
         if not self.memory_depth_outlier > 0:
