@@ -74,9 +74,9 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
                  start_view: torch.Tensor, wall_detail: WallDetail | None = None,
                  style: torch.Tensor | None = None, seed: int = 0) -> RegionShell | None:
     """The shell ``config`` (a ``WorldModelConfig``: ``memory_wall_margin``, ``memory_wall_borrow``,
-    ``memory_wall_facing``, ``memory_wall_material``, ``memory_wall_detail_among``, ``memory_floor``, ``eye_height``; ``memory_fog``:
-    the haze as the recorded style's fog, ``WallDetail.fog_for``, else as the fog of the memory dome's
-    horizon colour) asks for, learnt from ``memory``'s
+    ``memory_wall_facing``, ``memory_wall_material``, ``memory_wall_detail_among``, ``memory_floor``,
+    ``eye_height``; ``memory_fog``: the haze as the recorded style's fog, ``WallDetail.fog_for``, else
+    as the fog of the memory dome's horizon colour) asks for, learnt from ``memory``'s
     points (the start frame's, session world) seen from ``start_view`` (session world_to_camera), the walls with
     ``wall_detail``'s close-up detail where given, and those no frame showed in the colour that the
     recorded style nearest the prompt's embedding ``style`` (text_dim,) gives walls facing their way
