@@ -91,7 +91,7 @@ def test_the_learned_camera_walks_up_to_a_wall_and_not_through_it():
 def test_slide_at_surfaces_stops_each_world_axis_at_what_the_memory_holds():
     from alaya.models.camera_constraints import camera_centre, slide_at_surfaces
     view = torch.from_numpy(_looking_along_x(0.0, 0.0)).float()
-    ys, zs = torch.meshgrid(torch.linspace(-3, 3, 121), torch.linspace(0.0, 2.5, 51), indexing="ij")
+    ys, zs = torch.meshgrid(torch.linspace(-3, 3, 301), torch.linspace(0.0, 2.5, 126), indexing="ij")   # 2 cm apart
     wall = torch.stack([torch.full_like(ys, 1.0), ys, zs]).reshape(3, -1)    # the plane x = 1, any height
 
     def moved(delta: torch.Tensor) -> torch.Tensor:
@@ -117,6 +117,12 @@ def test_slide_at_surfaces_stops_each_world_axis_at_what_the_memory_holds():
         out = moved(slide_at_surfaces(going(1.0, 0.0), view, low, 0.4))
         assert float(out[0]) == pytest.approx(0.6 if stops else 1.0, abs=0.03)
     torch.testing.assert_close(slide_at_surfaces(going(1.0, 0.0), view, stray, 0.4), going(1.0, 0.0))
+    for off, stops in ((0.0, True), (0.06, False)):                         # a thin post (2 cm) ahead: the game's
+        z = torch.linspace(0.0, 2.5, 126)                                   # ray, one line, misses one 6 cm aside
+        post = torch.stack([torch.full_like(z, 1.0), torch.full_like(z, off), z]).repeat(1, 2)
+        post[1, 126:] += 0.02
+        out = moved(slide_at_surfaces(going(1.0, 0.0), view, post, 0.4))
+        assert float(out[0]) == pytest.approx(0.6 if stops else 1.0, abs=0.03)
     near = torch.from_numpy(_looking_along_x(0.55, 0.0)).float()              # 0.45 m from the wall
     diagonal = going(0.1, 0.1)
     own = slide_at_surfaces(diagonal, near, wall, 0.4)                       # x: 0.05 m of room left

@@ -15,6 +15,9 @@ import torch
 
 from alaya.models.memory_geometry import camera_points
 
+RAY_BAND = 0.03     # metres: half the width of a walk's collision ray, and its reach over the eye (a game's ray
+#                     is one line from its player's eye: 0.1 stopped a walk at a thin post the game's player passes)
+
 
 def camera_centre(world_to_camera: torch.Tensor) -> torch.Tensor:
     """(..., 4, 4) view matrices -> (..., 3) the cameras' centres in world coordinates (-R^T t)."""
@@ -65,7 +68,7 @@ def stay_in_region(delta: torch.Tensor, world_to_camera: torch.Tensor, to_region
 
 
 def slide_at_surfaces(delta: torch.Tensor, world_to_camera: torch.Tensor, surface: torch.Tensor, radius: float,
-                      axes: torch.Tensor | None = None, band: float = 0.1, below: float = 0.1,
+                      axes: torch.Tensor | None = None, band: float = RAY_BAND, below: float = 0.1,
                       hits: int = 3) -> torch.Tensor:
     """``delta`` (4, 4), a camera's motion from ``world_to_camera`` (4, 4, GL), with its walk (the
     part along the floor: world up is z) stopped per world axis, as a game's collide-and-slide
