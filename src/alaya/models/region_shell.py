@@ -91,7 +91,7 @@ def region_shell(region: WalkableRegion | None, to_region: torch.Tensor | None, 
     eye = (R[:3, :3] @ camera_centre(torch.as_tensor(start_view).double()) + R[:3, 3]).numpy()
     floor = RegionFloor(region, config.memory_wall_margin or FLOOR_MARGIN, eye_height=config.eye_height)
     fog = wall_detail.fog_for(style) if config.memory_fog and wall_detail is not None and style is not None else None
-    fog_colour = memory.dome.horizon_colour() if config.memory_fog and memory.dome is not None else None
+    fog_colour = memory.dome.horizon_colour() if config.memory_fog and fog is None and memory.dome is not None else None
     floor.learn(xyz, rgb, eye, fog_colour, fog)    # (learnt for its haze, which the walls take, even when not drawn)
     walls = None
     if config.memory_wall_margin > 0:
